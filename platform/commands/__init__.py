@@ -1,0 +1,1 @@
+"""One module per command: ``register(app)`` adds it to the ``vocadapt`` typer app."""

@@ -1,0 +1,27 @@
+"""How commands turn a user error into a clear message and a non-zero exit."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+
+console = Console(stderr=True)
+
+
+class UserError(Exception):
+    """Bad input from the user: the message names the problem and the fix. Exits with code 2, no traceback."""
+
+
+@contextlib.contextmanager
+def user_errors(*kinds: type[BaseException]) -> Iterator[None]:
+    """Print ``error: <message>`` for UserError, ConfigError and the given kinds, and exit 2."""
+    from vocadapt.platform.config import ConfigError
+
+    try:
+        yield
+    except (UserError, ConfigError, *kinds) as error:
+        console.print(f"[bold red]error:[/] {error}", markup=True, highlight=False)
+        raise typer.Exit(code=2) from error

@@ -1,0 +1,216 @@
+"""The typed experiment config: one pydantic model per section, every field documented.
+
+Filled from a YAML file in ``configs/`` plus dotted command-line overrides (``--set lapt.max_steps=5``). Validation
+happens here, up front, so a malformed config fails before any work with a message that names the field and the fix.
+This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+EMBEDDED_MODEL = "embedded:smollm2-135m"
+EMBEDDED_CORPUS = "embedded"
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the field and the fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class SourceSection(_Section):
+    model: str = Field(
+        EMBEDDED_MODEL,
+        description="Source model: a local directory, a hub name (mistralai/Mistral-7B-v0.1) or "
+        f"'{EMBEDDED_MODEL}' for the embedded default built by `vocadapt assets`.",
+    )
+    revision: str | None = Field(None, description="Hub revision (branch, tag or commit) of the source model.")
+    trust_remote_code: bool = Field(
+        False, description="Run the model repository's own code. Off unless this config opts in by name."
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype for loading.")
+
+
+class TargetSection(_Section):
+    language: str = Field("it", description="ISO 639-1 code of the target language (fastText lid.176 label).")
+    source_language: str = Field("en", description="Language of the source model, kept as the forgetting check.")
+
+
+class CorpusSection(_Section):
+    train: list[str] | Literal["embedded"] = Field(
+        EMBEDDED_CORPUS,
+        description="Target-language training text files (one document per line), or 'embedded' for the "
+        "corpora built by `vocadapt assets`.",
+    )
+    validation: list[str] | None = Field(None, description="Held-out target-language files (embedded: automatic).")
+    source_language_train: list[str] | None = Field(None, description="Source-language training files for mixing.")
+    source_language_validation: list[str] | None = Field(None, description="Held-out source-language files.")
+    min_language_share: float = Field(
+        0.8, ge=0.0, le=1.0, description="Least share of lines fastText must label as the target language."
+    )
+    min_lines: int = Field(100, ge=1, description="Least number of non-empty lines a training corpus must have.")
+    language_check_lines: int = Field(2000, ge=10, description="Lines sampled for the language-id check.")
+
+
+class TokenizerSection(_Section):
+    kind: Literal["bytelevel-bpe", "spm-bpe", "spm-unigram", "wordpiece"] = Field(
+        "bytelevel-bpe", description="Kind of target tokenizer to train."
+    )
+    vocab_size: int = Field(16384, ge=256, description="Target vocabulary size.")
+    min_frequency: int = Field(2, ge=1, description="Least frequency of a merge or piece.")
+    max_training_lines: int | None = Field(None, description="Cap on lines used to train it (None: all).")
+
+
+class InitSection(_Section):
+    methods: list[str] = Field(["random", "fvt"], min_length=1, description="Initialisers to run, by name.")
+    mode: Literal["replace", "expand"] = Field("replace", description="Replace the vocabulary or expand it.")
+    helper: str | None = Field(
+        None, description="Helper for methods that need one: 'fasttext' (trained on the corpus), a model "
+        "directory or hub name that uses the target tokenizer, or a static vectors file."
+    )
+    options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-method keyword arguments, e.g. {sava: {solver: sgd}}."
+    )
+
+    @field_validator("methods")
+    @classmethod
+    def _unique(cls, methods: list[str]) -> list[str]:
+        if len(set(methods)) != len(methods):
+            raise ValueError(f"methods are listed twice: {methods}; list each once")
+        return methods
+
+
+class EvaluationSection(_Section):
+    max_documents: int = Field(200, ge=1, description="Held-out documents per language for bits per byte.")
+    max_length: int = Field(256, ge=16, description="Longest sequence, in tokens, scored at once.")
+    batch_size: int = Field(8, ge=1, description="Sequences per forward pass.")
+
+
+class LaptSection(_Section):
+    enabled: bool = Field(True, description="Run continued pre-training after initialisation.")
+    max_steps: int = Field(20, ge=0, description="Optimizer steps.")
+    batch_size: int = Field(4, ge=1, description="Packed sequences per step per worker.")
+    sequence_length: int = Field(128, ge=8, description="Tokens per packed sequence.")
+    learning_rate: float = Field(2e-4, gt=0, description="Peak learning rate.")
+    warmup_steps: int = Field(2, ge=0, description="Linear warm-up steps.")
+    schedule: Literal["cosine", "constant"] = Field("cosine", description="Learning-rate schedule after warm-up.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    mixing: dict[str, float] = Field(
+        default_factory=lambda: {"target": 0.75, "source": 0.25},
+        description="Share of each language stream in the batches: 'target' and 'source'.",
+    )
+    num_workers: int = Field(1, ge=1, description="Ray Train workers (CPU here, GPU on a cluster).")
+    use_gpu: bool = Field(False, description="Ray Train workers take a GPU each.")
+    log_every: int = Field(1, ge=1, description="Log loss and throughput every N steps.")
+
+    @field_validator("mixing")
+    @classmethod
+    def _mixing(cls, mixing: dict[str, float]) -> dict[str, float]:
+        unknown = set(mixing) - {"target", "source"}
+        if unknown:
+            raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source'")
+        if any(v < 0 for v in mixing.values()) or abs(sum(mixing.values()) - 1.0) > 1e-6:
+            raise ValueError(f"shares must be non-negative and sum to 1, got {mixing}")
+        return mixing
+
+
+class TrackingSection(_Section):
+    experiment: str = Field("vocadapt", description="MLflow experiment name.")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI; default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here."
+    )
+    registered_model: str | None = Field(
+        None, description="Registry name for the best model; default vocadapt-<lang>-<source model short name>."
+    )
+    register_best: bool = Field(True, description="Register the best method's model with alias 'candidate'.")
+
+
+class ExperimentConfig(_Section):
+    """One vocabulary-adaptation experiment."""
+
+    name: str = Field("adapt", description="Run name, also the output folder's name.")
+    seed: int = Field(0, description="Seed for every random choice: same config and seed, same bytes.")
+    output_dir: str = Field("runs", description="Where run outputs (tokenizer, models) are written.")
+    source: SourceSection = Field(default_factory=SourceSection)
+    target: TargetSection = Field(default_factory=TargetSection)
+    corpus: CorpusSection = Field(default_factory=CorpusSection)
+    tokenizer: TokenizerSection = Field(default_factory=TokenizerSection)
+    init: InitSection = Field(default_factory=InitSection)
+    evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
+    lapt: LaptSection = Field(default_factory=LaptSection)
+    tracking: TrackingSection = Field(default_factory=TrackingSection)
+
+    @model_validator(mode="after")
+    def _corpus_files_listed(self) -> ExperimentConfig:
+        if self.corpus.train != "embedded" and not self.corpus.validation:
+            raise ValueError("corpus.validation is required when corpus.train lists files; give held-out files")
+        return self
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted keys to scalar values, for logging as params."""
+        return _flatten(self.model_dump(mode="json"))
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def apply_override(tree: dict[str, Any], assignment: str) -> None:
+    """Apply one ``a.b.c=value`` override in place; the value is parsed as YAML (numbers, lists, booleans)."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r} has no '='; write it as section.field=value")
+    dotted, raw = assignment.split("=", 1)
+    keys = dotted.strip().split(".")
+    node = tree
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted!r}: {key!r} is not a section")
+    node[keys[-1]] = yaml.safe_load(raw) if raw.strip() else None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> ExperimentConfig:
+    """Read a YAML config, apply dotted overrides, validate. Raises ConfigError naming the field and the fix."""
+    tree: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist; pass a YAML file such as configs/italian-smollm2.yaml")
+        try:
+            tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path} is not valid YAML: {error}") from error
+        if not isinstance(tree, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of sections, not {type(tree).__name__}")
+    for assignment in overrides:
+        apply_override(tree, assignment)
+    try:
+        return ExperimentConfig.model_validate(tree)
+    except ValidationError as error:
+        raise ConfigError(_explain(error, path)) from error
+
+
+def _explain(error: ValidationError, path: Path | None) -> str:
+    where = f" in {path}" if path else ""
+    lines = [f"invalid config{where}:"]
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"  {field}: unknown field; check its spelling against `vocadapt config --schema`")
+        else:
+            lines.append(f"  {field}: {item['msg']} (got {item.get('input')!r})")
+    return "\n".join(lines)
