@@ -11,18 +11,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from vocadapt.platform.config_sections import ConfigError, LaptSection
+from vocadapt.platform.config_sections import Section as _Section
 
 EMBEDDED_MODEL = "embedded:smollm2-135m"
 EMBEDDED_CORPUS = "embedded"
 
-
-class ConfigError(ValueError):
-    """A config that cannot be used; the message names the field and the fix."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+__all__ = ["ConfigError", "ExperimentConfig", "LaptSection", "load_config"]
 
 
 class SourceSection(_Section):
@@ -91,34 +88,6 @@ class EvaluationSection(_Section):
     max_documents: int = Field(200, ge=1, description="Held-out documents per language for bits per byte.")
     max_length: int = Field(256, ge=16, description="Longest sequence, in tokens, scored at once.")
     batch_size: int = Field(8, ge=1, description="Sequences per forward pass.")
-
-
-class LaptSection(_Section):
-    enabled: bool = Field(True, description="Run continued pre-training after initialisation.")
-    max_steps: int = Field(20, ge=0, description="Optimizer steps.")
-    batch_size: int = Field(4, ge=1, description="Packed sequences per step per worker.")
-    sequence_length: int = Field(128, ge=8, description="Tokens per packed sequence.")
-    learning_rate: float = Field(2e-4, gt=0, description="Peak learning rate.")
-    warmup_steps: int = Field(2, ge=0, description="Linear warm-up steps.")
-    schedule: Literal["cosine", "constant"] = Field("cosine", description="Learning-rate schedule after warm-up.")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    mixing: dict[str, float] = Field(
-        default_factory=lambda: {"target": 0.75, "source": 0.25},
-        description="Share of each language stream in the batches: 'target' and 'source'.",
-    )
-    num_workers: int = Field(1, ge=1, description="Ray Train workers (CPU here, GPU on a cluster).")
-    use_gpu: bool = Field(False, description="Ray Train workers take a GPU each.")
-    log_every: int = Field(1, ge=1, description="Log loss and throughput every N steps.")
-
-    @field_validator("mixing")
-    @classmethod
-    def _mixing(cls, mixing: dict[str, float]) -> dict[str, float]:
-        unknown = set(mixing) - {"target", "source"}
-        if unknown:
-            raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source'")
-        if any(v < 0 for v in mixing.values()) or abs(sum(mixing.values()) - 1.0) > 1e-6:
-            raise ValueError(f"shares must be non-negative and sum to 1, got {mixing}")
-        return mixing
 
 
 class TrackingSection(_Section):
