@@ -1,0 +1,355 @@
+"""The ``adapt`` pipeline: check corpora, train a target tokenizer, replace the vocabulary, initialise the new rows
+with every configured method, measure, continue pre-training, measure again, track and register the best.
+
+Reads top to bottom: setup (validate everything before any work), run, report. Every step is logged to one MLflow
+parent run with one child run per method. Nothing is written to the output folder until the inputs are checked,
+and the folder is built under a temporary name and renamed only when the run succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.sources import ResolvedInputs, read_documents, resolve_inputs
+from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
+from vocadapt.platform.commands._errors import UserError
+
+
+@dataclass
+class MethodOutcome:
+    method: str
+    run_id: str
+    model_dir: Path
+    bits_per_byte: dict[str, float] = field(default_factory=dict)
+    lapt: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def score(self) -> float:
+        """Lower is better: target bits per byte after LAPT when it ran, else zero-shot."""
+        return self.bits_per_byte.get("target_after_lapt", self.bits_per_byte["target_zero_shot"])
+
+
+@dataclass
+class AdaptResult:
+    parent_run_id: str
+    experiment_id: str
+    tracking_uri: str
+    output_dir: Path
+    fertility: dict[str, dict[str, float]]
+    source_bits_per_byte: dict[str, float]
+    methods: list[MethodOutcome]
+    best: MethodOutcome
+    registered: tuple[str, int] | None
+
+
+def run_adapt(config: ExperimentConfig, console: Console | None = None) -> AdaptResult:
+    console = console or Console()
+    # ---- setup: everything that can fail on bad input fails here, before any run or file exists
+    _check_methods(config)
+    inputs = resolve_inputs(config)
+    _check_corpora(config, inputs, console)
+    output_dir = Path(config.output_dir) / config.name
+    staging = output_dir.with_name(f".{output_dir.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
+    try:
+        result = _run(config, inputs, tracker, staging, console)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(output_dir, ignore_errors=True)
+    staging.rename(output_dir)
+    result.output_dir = output_dir
+    for outcome in result.methods:
+        outcome.model_dir = output_dir / outcome.model_dir.relative_to(staging)
+    _print_summary(result, config, console)
+    return result
+
+
+def _run(
+    config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console
+) -> AdaptResult:
+    from vocadapt.platform.models import load_source_model, load_source_tokenizer
+
+    language, english = config.target.language, config.target.source_language
+    lineage = {
+        "vocadapt.source_model": config.source.model if not inputs.embedded else "SmolLM2-135M-Instruct (embedded)",
+        "vocadapt.target_language": language,
+        "vocadapt.git_commit": git_commit(),
+        "vocadapt.corpus_sha256": sha256_files(list(inputs.corpus_files)),
+    }
+    with tracker.run(config.name, tags=lineage) as parent:
+        parent_id = parent.info.run_id
+        tracker.log_params(parent_id, config.flat())
+        tracker.log_text(parent_id, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), "config.yaml")
+
+        held_out = {
+            "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
+            "source": read_documents(inputs.source_validation, config.evaluation.max_documents),
+        }
+        source_tokenizer = load_source_tokenizer(config, inputs.source_model)
+
+        console.rule("[bold]2. target tokenizer")
+        target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
+            config, inputs, source_tokenizer, workdir
+        )
+        tokenizer_sha = sha256_tree(tokenizer_dir)
+        tracker.log_artifact(parent_id, tokenizer_dir, "tokenizer")
+        tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
+
+        console.rule("[bold]3. fertility")
+        fertility = _fertility(source_tokenizer, replacement, held_out, language, english)
+        tracker.log_metrics(parent_id, _flatten_fertility(fertility))
+        tracker.log_dict(parent_id, fertility, "fertility.json")
+        _print_fertility(fertility, console)
+
+        console.rule("[bold]5. source model, zero-shot bits per byte")
+        source_model = load_source_model(config, inputs.source_model)
+        source_bpb = _bits_per_byte(source_model, source_tokenizer, held_out, config)
+        tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
+
+        outcomes = []
+        for method in config.init.methods:
+            console.rule(f"[bold]4-7. method {method}")
+            with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=lineage) as child:
+                outcome = _adapt_one_method(
+                    config, inputs, tracker, child.info.run_id, method, source_model, source_tokenizer,
+                    target_tokenizer, replacement, held_out, workdir, console,
+                )
+            outcomes.append(outcome)
+        del source_model
+
+        best = min(outcomes, key=MethodOutcome.score)
+        tracker.set_tags(parent_id, {"vocadapt.best_method": best.method})
+        tracker.log_dict(parent_id, _leaderboard(outcomes, source_bpb), "bits_per_byte.json")
+        registered = None
+        if config.tracking.register_best:
+            console.rule("[bold]8. registry")
+            registered = _register(config, tracker, best, lineage | {"vocadapt.tokenizer_sha256": tokenizer_sha},
+                                   parent_id)
+        _drop_other_models(outcomes, best)
+    return AdaptResult(
+        parent_id, tracker.experiment_id, tracker.tracking_uri, workdir, fertility, source_bpb, outcomes, best,
+        registered,
+    )
+
+
+def _check_methods(config: ExperimentConfig) -> None:
+    """Unknown methods, unknown options and missing helpers fail before any work."""
+    from vocadapt.components.initializers import get_initializer
+
+    for method in config.init.methods:
+        try:
+            initializer = get_initializer(method)
+        except KeyError as error:
+            raise UserError(f"init.methods: {error.args[0]}") from error
+        try:
+            initializer.check_options(config.init.options.get(method, {}))
+        except ValueError as error:
+            raise UserError(f"init.options.{method}: {error}") from error
+        if initializer.needs_helper and not config.init.helper:
+            raise UserError(
+                f"init.methods: {method!r} needs a helper and init.helper is not set; it accepts "
+                f"{', '.join(initializer.helpers) or 'a helper'} (set init.helper: fasttext to train one on the corpus)"
+            )
+    unknown_options = set(config.init.options) - set(config.init.methods)
+    if unknown_options:
+        raise UserError(f"init.options names methods not in init.methods: {sorted(unknown_options)}")
+
+
+def _check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Console) -> None:
+    from vocadapt.platform.corpus_checks import check_corpus
+
+    console.rule("[bold]1. corpus checks")
+    checks = [
+        ("target training", inputs.target_train, config.target.language, config.corpus.min_lines),
+        ("target held-out", inputs.target_validation, config.target.language, 1),
+        ("source-language training", inputs.source_train, config.target.source_language, 1),
+        ("source-language held-out", inputs.source_validation, config.target.source_language, 1),
+    ]
+    for role, files, language, min_lines in checks:
+        if not files:
+            continue
+        report = check_corpus(
+            list(files), language=language, min_share=config.corpus.min_language_share, min_lines=min_lines,
+            sample_lines=config.corpus.language_check_lines, seed=config.seed,
+        )
+        console.print(f"  {role}: {report}")
+
+
+def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path):
+    from vocadapt.components.tokenizers.replace import replace_vocabulary
+    from vocadapt.components.tokenizers.train import train_tokenizer
+
+    trained = train_tokenizer(
+        list(inputs.target_train), config.tokenizer.kind, config.tokenizer.vocab_size, workdir / "tokenizer-trained",
+        min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
+        seed=config.seed, like=source_tokenizer,
+    )
+    replacement = replace_vocabulary(source_tokenizer, trained)
+    tokenizer_dir = workdir / "tokenizer"
+    replacement.tokenizer.save_pretrained(tokenizer_dir)
+    shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
+    return replacement.tokenizer, replacement, tokenizer_dir
+
+
+def _fertility(source_tokenizer, replacement, held_out, language: str, english: str) -> dict[str, dict[str, float]]:
+    from vocadapt.components.tokenizers.fertility import fertility_report
+
+    table = {}
+    for name, tokenizer in (("source", source_tokenizer), ("target", replacement.tokenizer)):
+        for stream, lang in (("target", language), ("source", english)):
+            report = fertility_report(tokenizer, held_out[stream])
+            table[f"{name}_tokenizer.{lang}"] = report.as_dict()
+    return table
+
+
+def _flatten_fertility(fertility: dict[str, dict[str, float]]) -> dict[str, float]:
+    return {
+        f"fertility.{key}.{measure}": value
+        for key, report in fertility.items()
+        for measure, value in report.items()
+        if isinstance(value, (int, float))
+    }
+
+
+def _bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict[str, float]:
+    from vocadapt.components.metrics.bits_per_byte import bits_per_byte
+
+    return {
+        stream: bits_per_byte(
+            model, tokenizer, documents, max_length=config.evaluation.max_length,
+            batch_size=config.evaluation.batch_size,
+        )
+        for stream, documents in held_out.items()
+    }
+
+
+def _adapt_one_method(
+    config, inputs, tracker, run_id, method, source_model, source_tokenizer, target_tokenizer, replacement,
+    held_out, workdir: Path, console,
+) -> MethodOutcome:
+    from vocadapt.platform.models import initialise_method
+
+    tracker.log_params(run_id, {"method": method, "mode": config.init.mode, "helper": config.init.helper,
+                                **{f"option.{k}": v for k, v in config.init.options.get(method, {}).items()}})
+    started = time.perf_counter()
+    model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
+                                      replacement, inputs)
+    initial_dir = workdir / method / "initialised"
+    model.save_pretrained(initial_dir)
+    target_tokenizer.save_pretrained(initial_dir)
+    tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started})
+    tracker.log_dict(run_id, record, "initialisation.json")
+    zero_shot = _bits_per_byte(model, target_tokenizer, held_out, config)
+    bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
+    tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
+    del model
+    outcome = MethodOutcome(method, run_id, initial_dir, bpb, record=record)
+    if config.lapt.enabled and config.lapt.max_steps > 0:
+        from vocadapt.platform.models import continue_pretraining
+
+        lapt = continue_pretraining(config, inputs, initial_dir, workdir / method, tracker, run_id, held_out)
+        outcome.model_dir = lapt["model_dir"]
+        outcome.lapt = lapt
+        after = {f"{stream}_after_lapt": value for stream, value in lapt["bits_per_byte"].items()}
+        outcome.bits_per_byte.update(after)
+        tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=config.lapt.max_steps)
+        shutil.rmtree(initial_dir, ignore_errors=True)
+    console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
+    return outcome
+
+
+def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:
+    return {
+        "source_model": source_bpb,
+        "methods": {outcome.method: outcome.bits_per_byte for outcome in outcomes},
+    }
+
+
+def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str):
+    from vocadapt.platform.models import registered_model_name
+
+    name = config.tracking.registered_model or registered_model_name(config)
+    model_uri = tracker.log_model_directory(best.run_id, best.model_dir)
+    tags = lineage | {
+        "vocadapt.method": best.method,
+        "vocadapt.run_id": best.run_id,
+        "vocadapt.parent_run_id": parent_id,
+        "vocadapt.config": f"runs:/{parent_id}/config.yaml",
+    }
+    version = tracker.register(model_uri, name, alias="candidate", tags=tags, run_id=best.run_id)
+    return name, version
+
+
+def _drop_other_models(outcomes: list[MethodOutcome], best: MethodOutcome) -> None:
+    """Keep only the best method's checkpoint on disk; the others' numbers are in MLflow."""
+    for outcome in outcomes:
+        if outcome is not best:
+            shutil.rmtree(outcome.model_dir, ignore_errors=True)
+
+
+def _print_fertility(fertility: dict[str, dict[str, float]], console: Console) -> None:
+    from rich.table import Table
+
+    table = Table(title="Fertility on held-out text")
+    table.add_column("tokenizer.language")
+    for measure in ("tokens_per_word", "tokens_per_char", "tokens_per_byte"):
+        table.add_column(measure, justify="right")
+    for key, report in fertility.items():
+        table.add_row(key, *(f"{report.get(m, float('nan')):.3f}" for m in ("tokens_per_word", "tokens_per_char",
+                                                                            "tokens_per_byte")))
+    console.print(table)
+
+
+def _print_summary(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
+    from rich.table import Table
+
+    language, english = config.target.language, config.target.source_language
+    table = Table(title=f"Bits per byte on held-out text (lower is better), best: {result.best.method}")
+    columns = [("target_zero_shot", f"{language} step 0"), ("source_zero_shot", f"{english} step 0"),
+               ("target_after_lapt", f"{language} after LAPT"), ("source_after_lapt", f"{english} after LAPT")]
+    table.add_column("model")
+    for _, title in columns:
+        table.add_column(title, justify="right")
+    table.add_row("source model", f"{result.source_bits_per_byte['target']:.3f}",
+                  f"{result.source_bits_per_byte['source']:.3f}", "", "")
+    for outcome in result.methods:
+        table.add_row(outcome.method, *(f"{outcome.bits_per_byte[k]:.3f}" if k in outcome.bits_per_byte else "-"
+                                        for k, _ in columns))
+    console.print(table)
+    source_key, target_key = f"source_tokenizer.{language}", f"target_tokenizer.{language}"
+    before = result.fertility[source_key]["tokens_per_word"]
+    after = result.fertility[target_key]["tokens_per_word"]
+    console.print(f"{language} fertility: {before:.3f} -> {after:.3f} tokens per word ({1 - after / before:.1%} lower)")
+    if result.registered:
+        name, version = result.registered
+        console.print(f"registered [bold]{name}[/] version {version} with alias [bold]candidate[/]")
+    console.print(f"outputs: {result.output_dir}")
+    console.print(f"MLflow: run `mlflow ui --backend-store-uri {result.tracking_uri}` and open http://127.0.0.1:5000"
+                  if result.tracking_uri.startswith("sqlite") else f"MLflow: {result.tracking_uri}")
+
+
+def summary_json(result: AdaptResult) -> str:
+    return json.dumps(
+        {
+            "parent_run_id": result.parent_run_id,
+            "best_method": result.best.method,
+            "fertility": result.fertility,
+            "source_bits_per_byte": result.source_bits_per_byte,
+            "methods": {o.method: o.bits_per_byte for o in result.methods},
+            "registered": list(result.registered) if result.registered else None,
+            "output_dir": str(result.output_dir),
+        },
+        indent=2,
+    )

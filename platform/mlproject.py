@@ -1,0 +1,34 @@
+"""Entry-point shim for ``MLproject``: turns ``--overrides 'a.b=1 c.d=x'`` into repeated ``--set`` options.
+
+``mlflow run`` passes parameters as strings; a space-separated list of dotted overrides is the simplest form a user
+can type on the ``-P`` option. ``mlflow run`` also sets ``MLFLOW_RUN_ID`` for its own run; the pipeline opens its
+runs explicitly, so the variable is removed here and cannot leak into Ray workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vocadapt-mlproject")
+    parser.add_argument("entry_point")
+    parser.add_argument("--config", default=None)
+    parser.add_argument("--overrides", default="")
+    args, rest = parser.parse_known_args(argv)
+    os.environ.pop("MLFLOW_RUN_ID", None)
+    command = [args.entry_point]
+    if args.config:
+        command.append(args.config)
+    for override in shlex.split(args.overrides):
+        command += ["--set", override]
+    from vocadapt.platform.cli import app
+
+    return app(command + rest, standalone_mode=True) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

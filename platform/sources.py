@@ -1,0 +1,97 @@
+"""Resolve what a config names into files: the source model and the corpora (embedded default or the user's).
+
+Everything here runs before any work starts, so a missing corpus or unbuilt assets fail with a clear message and
+leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from vocadapt.platform.commands._errors import UserError
+from vocadapt.platform.config import EMBEDDED_MODEL, ExperimentConfig
+
+
+@dataclass(frozen=True)
+class ResolvedInputs:
+    """Files an adaptation reads. Target = the language adapted to; source = the model's own language."""
+
+    source_model: str
+    target_train: tuple[Path, ...]
+    target_validation: tuple[Path, ...]
+    source_train: tuple[Path, ...]
+    source_validation: tuple[Path, ...]
+    embedded: bool
+
+    @property
+    def corpus_files(self) -> tuple[Path, ...]:
+        """Every corpus file whose bytes define the experiment (for the corpus sha256)."""
+        return self.target_train + self.target_validation + self.source_train + self.source_validation
+
+
+def resolve_inputs(config: ExperimentConfig) -> ResolvedInputs:
+    """Locate the model and corpora; raise UserError naming what is missing and how to get it."""
+    needs_assets = config.source.model == EMBEDDED_MODEL or config.corpus.train == "embedded"
+    assets = _embedded_assets(config) if needs_assets else None
+    source_model = str(assets.model_dir) if config.source.model == EMBEDDED_MODEL else config.source.model
+    if _looks_like_path(source_model) and not Path(source_model).is_dir():
+        raise UserError(
+            f"source.model {source_model!r} is not a directory; give a saved model directory, a hub name, "
+            f"or {EMBEDDED_MODEL!r}"
+        )
+    if config.corpus.train == "embedded":
+        target, source = config.target.language, config.target.source_language
+        target_train = (assets.corpus(target, "train"),)
+        target_validation = (assets.corpus(target, "validation"),)
+        source_train = (assets.corpus(source, "train"),)
+        source_validation = (assets.corpus(source, "validation"),)
+    else:
+        target_train = _existing("corpus.train", config.corpus.train)
+        target_validation = _existing("corpus.validation", config.corpus.validation or [])
+        source_train = _existing("corpus.source_language_train", config.corpus.source_language_train or [])
+        source_validation = _existing(
+            "corpus.source_language_validation", config.corpus.source_language_validation or []
+        )
+    return ResolvedInputs(
+        source_model, target_train, target_validation, source_train, source_validation, assets is not None
+    )
+
+
+def _embedded_assets(config: ExperimentConfig):
+    from vocadapt.platform.assets import load_assets
+
+    languages = tuple(dict.fromkeys([config.target.language, config.target.source_language]))
+    try:
+        return load_assets(languages=languages)
+    except FileNotFoundError as error:
+        raise UserError(f"{error}") from error
+
+
+def _existing(field: str, names: list[str]) -> tuple[Path, ...]:
+    paths = []
+    for name in names:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise UserError(f"{field}: corpus file {path} does not exist; fix the path or run `vocadapt assets`")
+        paths.append(path)
+    return tuple(paths)
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or os.sep in name and Path(name).exists() or Path(name).is_dir()
+
+
+def read_documents(paths: tuple[Path, ...], limit: int | None = None) -> list[str]:
+    """The first ``limit`` non-empty lines (one document per line) across ``paths``, in order."""
+    documents: list[str] = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                line = line.rstrip("\n")
+                if line.strip():
+                    documents.append(line)
+                    if limit is not None and len(documents) >= limit:
+                        return documents
+    return documents
