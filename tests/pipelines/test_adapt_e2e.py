@@ -1,0 +1,135 @@
+"""End to end: `vocadapt adapt` on a tiny model and the fixture corpora, tracked over HTTP by a real MLflow server;
+and bad input failing early with nothing half-written and nothing registered."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.mlflow_server import mlflow_server
+from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
+from vocadapt.platform.cli import app
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def corpora(fixture_corpora) -> dict[str, Path]:
+    return {key: Path(path) for key, path in fixture_corpora.items()}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, corpora) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-source")
+    return build_source_model(folder, [corpora["en.train"]])
+
+
+def _adapt(args: list[str], env: dict[str, str] | None = None):
+    old = {key: os.environ.get(key) for key in (env or {})}
+    os.environ.update(env or {})
+    try:
+        return CliRunner().invoke(app, ["adapt", *args], catch_exceptions=False)
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_adapt_over_http_registers_candidate_with_lineage(tmp_path, tiny_model, corpora):
+    import mlflow
+
+    with mlflow_server(tmp_path) as url:
+        summary = tmp_path / "summary.json"
+        overrides = tiny_config_overrides(tiny_model, corpora, tmp_path)
+        args = [arg for override in overrides for arg in ("--set", override)]
+        result = _adapt([*args, "--json", str(summary)], env={"MLFLOW_TRACKING_URI": url})
+        assert result.exit_code == 0, result.output
+        report = json.loads(summary.read_text())
+
+        client = mlflow.tracking.MlflowClient(url)
+        experiment = client.get_experiment_by_name("tiny-e2e")
+        runs = client.search_runs([experiment.experiment_id])
+        parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+        assert {r.data.params["method"] for r in children} == {"random", "fvt"}
+        assert all(r.info.status == "FINISHED" for r in runs)
+        assert parent.data.params["lapt.max_steps"] == "2"
+        for child in children:
+            assert {"bpb_target_zero_shot", "bpb_source_zero_shot", "bpb_target_after_lapt"} <= set(child.data.metrics)
+            history = client.get_metric_history(child.info.run_id, "train_loss")
+            assert len(history) >= 1
+        metrics = parent.data.metrics
+        assert metrics["fertility.target_tokenizer.it.tokens_per_word"] > 0
+        artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+        assert {"config.yaml", "fertility.json", "tokenizer"} <= artifacts
+
+        name, version = report["registered"]
+        registered = client.get_model_version_by_alias(name, "candidate")
+        assert int(registered.version) == version
+        tags = registered.tags
+        assert tags["vocadapt.method"] == report["best_method"]
+        for key in ("vocadapt.source_model", "vocadapt.tokenizer_sha256", "vocadapt.corpus_sha256",
+                    "vocadapt.git_commit", "vocadapt.config"):
+            assert tags.get(key), key
+        local = mlflow.artifacts.download_artifacts(f"models:/{name}@candidate", dst_path=str(tmp_path / "dl"),
+                                                    tracking_uri=url)
+        assert (Path(local) / "model.safetensors").exists() or list(Path(local).glob("*.safetensors"))
+        assert not list(Path(local).rglob("*.bin")) and not list(Path(local).rglob("*.pkl"))
+    out = Path(report["output_dir"])
+    assert out.is_dir() and not list(out.parent.glob(".*staging"))
+
+
+def _no_output_no_registry(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), list(runs.iterdir())
+    db = tmp_path / "mlflow.db"
+    if db.exists():
+        import mlflow
+
+        client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
+        assert not client.search_registered_models()
+
+
+@pytest.mark.parametrize(
+    "case, extra, message",
+    [
+        ("missing corpus", {"corpus.train": "[/nonexistent/it.txt]"}, "does not exist"),
+        ("unknown method", {"init.methods": "[fvt, telepathy]"}, "telepathy"),
+        ("helper missing", {"init.methods": "[sava]"}, "helper"),
+        ("malformed config", {"lapt.max_steps": "many"}, "lapt.max_steps"),
+    ],
+)
+def test_bad_input_fails_early(tmp_path, tiny_model, corpora, monkeypatch, case, extra, message):
+    monkeypatch.chdir(tmp_path)
+    overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **extra)
+    result = _adapt([arg for o in overrides for arg in ("--set", o)], env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    _no_output_no_registry(tmp_path)
+
+
+@pytest.mark.parametrize("case", ["empty", "english as italian"])
+def test_bad_corpus_fails_before_training(tmp_path, tiny_model, corpora, monkeypatch, case):
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("" if case == "empty" else corpora["en.train"].read_text(encoding="utf-8"), encoding="utf-8")
+    overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **{"corpus.train": f"[{bad}]"})
+    result = _adapt([arg for o in overrides for arg in ("--set", o)], env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 2, result.output
+    assert str(bad) in result.output or "bad.txt" in result.output
+    _no_output_no_registry(tmp_path)
+
+
+def test_assets_not_built(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "empty-home"))
+    result = _adapt(["--set", f"output_dir={tmp_path / 'runs'}"], env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 2, result.output
+    assert "vocadapt assets" in result.output
+    _no_output_no_registry(tmp_path)

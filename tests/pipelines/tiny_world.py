@@ -1,0 +1,68 @@
+"""A tiny source model and byte-level BPE tokenizer built in the test, and a config that points at them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def build_source_model(folder: Path, corpus_files: list[Path], vocab_size: int = 400, tied: bool = True) -> Path:
+    """Train a byte-level BPE on ``corpus_files`` and save it with a random tiny Llama; returns the folder."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    backend.train([str(p) for p in corpus_files], trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<|endoftext|>",
+        pad_token="<|im_end|>",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=tied,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_config_overrides(model_dir: Path, corpora: dict[str, Path], workdir: Path, **extra: str) -> list[str]:
+    """Dotted overrides for a fast `adapt` on the tiny model and the fixture corpora."""
+    overrides = {
+        "name": "tiny",
+        "output_dir": str(workdir / "runs"),
+        "source.model": str(model_dir),
+        "corpus.train": f"[{corpora['it.train']}]",
+        "corpus.validation": f"[{corpora['it.validation']}]",
+        "corpus.source_language_train": f"[{corpora['en.train']}]",
+        "corpus.source_language_validation": f"[{corpora['en.validation']}]",
+        "corpus.min_lines": "20",
+        "corpus.min_language_share": "0.6",
+        "tokenizer.vocab_size": "600",
+        "init.methods": "[random, fvt]",
+        "evaluation.max_documents": "16",
+        "evaluation.max_length": "64",
+        "lapt.max_steps": "2",
+        "lapt.batch_size": "2",
+        "lapt.sequence_length": "32",
+        "lapt.warmup_steps": "0",
+        "tracking.experiment": "tiny-e2e",
+        **extra,
+    }
+    return [f"{key}={value}" for key, value in overrides.items()]
