@@ -1,0 +1,128 @@
+"""Pieces shared by several initialisers: the overlap as tensors, Gaussian fallback rows, helper vectors, similarity.
+
+Not a method (the leading underscore keeps the registry from importing it as one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import torch
+
+from vocadapt.components.initializers import InitProblem
+
+# Rows of the (new x overlap) similarity matrix handled at once: 2,048 x 20,000 float32 is 160 MB, which keeps
+# FOCUS, CLP and SALT inside the 4 GB budget of the 8B benchmark.
+SIMILARITY_CHUNK_ROWS = 2048
+
+
+def overlap_pairs(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor]:
+    """The overlap as two aligned (O,) int64 tensors (target ids, source ids), sorted by target id.
+
+    Only pairs whose source id has a row in ``problem.source_matrix`` are kept.
+    """
+    rows = problem.source_matrix.shape[0]
+    pairs = sorted((t, s) for t, s in problem.overlap.items() if 0 <= s < rows)
+    if not pairs:
+        empty = torch.zeros(0, dtype=torch.long)
+        return empty, empty.clone()
+    target_ids, source_ids = zip(*pairs)
+    return torch.tensor(target_ids, dtype=torch.long), torch.tensor(source_ids, dtype=torch.long)
+
+
+def source_mean_std(source_matrix: torch.Tensor, chunk_rows: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension mean and standard deviation of the source rows, (hidden,) each, in float64 chunks.
+
+    Chunked so an 128K x 4,096 matrix needs no second full-size copy.
+    """
+    hidden = source_matrix.shape[1]
+    total = torch.zeros(hidden, dtype=torch.float64)
+    total_sq = torch.zeros(hidden, dtype=torch.float64)
+    for start in range(0, source_matrix.shape[0], chunk_rows):
+        block = source_matrix[start : start + chunk_rows].to(torch.float64)
+        total += block.sum(0)
+        total_sq += (block * block).sum(0)
+    count = max(source_matrix.shape[0], 1)
+    mean = total / count
+    variance = (total_sq / count - mean * mean).clamp_min(0.0) * count / max(count - 1, 1)
+    return mean.float(), variance.sqrt().float()
+
+
+def gaussian_rows(source_matrix: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
+    """(count, hidden) rows drawn from N(mu, sigma^2) with the source's per-dimension mean and std."""
+    mean, std = source_mean_std(source_matrix)
+    noise = torch.randn(count, source_matrix.shape[1], generator=generator, dtype=torch.float32)
+    return mean + noise * std
+
+
+def require_helper(problem: InitProblem, method: str, accepted: tuple[str, ...]) -> Any:
+    """The helper of ``problem``, or a ValueError naming the helpers ``method`` accepts."""
+    if problem.helper is None:
+        raise ValueError(
+            f"initialiser {method!r} needs a helper and none was given; set init.helper (--helper) to one of "
+            f"{', '.join(accepted)} (e.g. 'fasttext' trains one on the corpus), or choose a method without a "
+            "helper: random, multivariate, random_token, fvt, merge, align"
+        )
+    return problem.helper
+
+
+def helper_rows(helper: Any, target_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Helper vectors of ``target_ids``: ((n, d) float32, (n,) bool "has a vector")."""
+    vectors = helper.vectors
+    known = helper.known
+    inside = target_ids < vectors.shape[0]
+    safe_ids = torch.where(inside, target_ids, torch.zeros_like(target_ids))
+    rows = vectors[safe_ids].float()
+    has_vector = known[safe_ids] & inside
+    return rows * has_vector.unsqueeze(1), has_vector
+
+
+def unit_rows(matrix: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to length one (zero rows stay zero)."""
+    return torch.nn.functional.normalize(matrix.float(), dim=1)
+
+
+def chunked_similarity_mix(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    weigh: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """For each query, ``weigh(cosine(query, keys)) @ values``, in row chunks.
+
+    queries: (N, d); keys: (O, d); values: (O, hidden); weigh maps (n, O) similarities to (n, O) weights.
+    Returns (N, hidden).
+    """
+    unit_keys = unit_rows(keys)
+    out = torch.empty(queries.shape[0], values.shape[1], dtype=torch.float32)
+    for start in range(0, queries.shape[0], SIMILARITY_CHUNK_ROWS):
+        similarity = unit_rows(queries[start : start + SIMILARITY_CHUNK_ROWS]) @ unit_keys.T
+        out[start : start + SIMILARITY_CHUNK_ROWS] = weigh(similarity) @ values
+    return out
+
+
+class RoleSharedCache:
+    """Remembers one costly, role-independent result (a decomposition, corpus counts) for the next role.
+
+    An untied model is initialised twice (input embeddings, then LM head) from the same tokenizers; the entry
+    holds references to the objects it was computed from and is reused only when they are the very same objects
+    and the plain key matches, so a stale hit is impossible.
+    """
+
+    def __init__(self) -> None:
+        self._objects: tuple[Any, ...] = ()
+        self._key: Hashable = None
+        self._value: Any = None
+
+    def get(self, objects: tuple[Any, ...], key: Hashable, compute: Callable[[], Any]) -> Any:
+        same_objects = len(objects) == len(self._objects) and all(a is b for a, b in zip(objects, self._objects))
+        if not (same_objects and key == self._key):
+            self._value = compute()
+            self._objects, self._key = objects, key
+        return self._value
+
+
+def ids_key(ids: torch.Tensor) -> tuple[int, ...]:
+    """A hashable key for a 1-D id tensor."""
+    return tuple(ids.tolist())

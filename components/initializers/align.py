@@ -1,0 +1,130 @@
+"""Align: the frequency-weighted mean over how a corpus tokenizes under both tokenizers ("0.01GB" §4.3).
+
+Each sentence is tokenized by the target and by the source tokenizer. Every occurrence of a new target token is
+mapped to the tuple of source tokens whose character spans overlap it in that sentence; the token's row is
+sum over its distinct tuples of f_tuple * mean(rows of the tuple), with f the tuple's relative frequency (the
+frequencies are normalised to sum to one, so the row stays on the scale of the source rows). A new token that never
+occurs in the corpus gets its FVT row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vocadapt.components.initializers import InitProblem, register_initializer
+from vocadapt.components.initializers._common import RoleSharedCache, ids_key
+
+_COUNTS = RoleSharedCache()
+
+
+def _corpus_batches(files: list[str], max_lines: int, batch_size: int = 256) -> Iterator[list[str]]:
+    batch: list[str] = []
+    seen = 0
+    for file in files:
+        with open(file, encoding="utf-8") as handle:
+            for line in handle:
+                line = line.rstrip("\n")
+                if not line.strip():
+                    continue
+                batch.append(line)
+                seen += 1
+                if len(batch) == batch_size:
+                    yield batch
+                    batch = []
+                if seen >= max_lines:
+                    break
+        if seen >= max_lines:
+            break
+    if batch:
+        yield batch
+
+
+def _encode(tokenizer, texts: list[str]) -> tuple[list[list[int]], list[list[tuple[int, int]]]]:
+    encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
+    return encoded["input_ids"], encoded["offset_mapping"]
+
+
+def _sentence_pairs(target_ids, target_offsets, source_ids, source_offsets, slot: np.ndarray):
+    """(slot, source id, weight) for every occurrence of a new token in one sentence, vectorised.
+
+    A source token covers the target span [a, b) when its span [c, d) intersects it: c < b and d > a. Source
+    spans come in order, so the covering run is found by two binary searches. Each occurrence spreads weight one
+    over its tuple (1/|tuple| per piece), which makes the final division by the occurrence count a mean.
+    """
+    target_ids = np.asarray(target_ids, dtype=np.int64)
+    slots = slot[target_ids] if len(target_ids) else np.zeros(0, dtype=np.int64)
+    chosen = slots >= 0
+    if not chosen.any() or not len(source_ids):
+        return None
+    spans = np.asarray(target_offsets, dtype=np.int64)[chosen]
+    source_spans = np.asarray(source_offsets, dtype=np.int64)
+    first = np.searchsorted(source_spans[:, 1], spans[:, 0], side="right")
+    last = np.searchsorted(source_spans[:, 0], spans[:, 1], side="left") - 1
+    valid = last >= first
+    if not valid.any():
+        return None
+    first, last, occurrence_slots = first[valid], last[valid], slots[chosen][valid]
+    lengths = last - first + 1
+    starts = np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+    pieces = np.asarray(source_ids, dtype=np.int64)[starts]
+    return np.repeat(occurrence_slots, lengths), pieces, np.repeat(1.0 / lengths, lengths), occurrence_slots
+
+
+def alignment_weights(problem: InitProblem, max_lines: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sparse (N, V_source_rows) mixing weights whose rows sum to one, and (N,) occurrence counts."""
+    from tqdm.auto import tqdm
+
+    new_ids = problem.new_target_ids.numpy()
+    slot = np.full(max(int(new_ids.max(initial=0)) + 1, len(problem.target_tokenizer)) + 1, -1, dtype=np.int64)
+    slot[new_ids] = np.arange(len(new_ids))
+    rows_parts, cols_parts, weight_parts = [], [], []
+    occurrences = np.zeros(len(new_ids), dtype=np.float64)
+    files = [str(Path(file)) for file in problem.corpus_files]
+    for batch in tqdm(_corpus_batches(files, max_lines), desc="align: tokenizing corpus", unit="batch", leave=False):
+        target_ids, target_offsets = _encode(problem.target_tokenizer, batch)
+        source_ids, source_offsets = _encode(problem.source_tokenizer, batch)
+        for sentence in zip(target_ids, target_offsets, source_ids, source_offsets):
+            found = _sentence_pairs(*sentence, slot=slot)
+            if found is not None:
+                rows_parts.append(found[0])
+                cols_parts.append(found[1])
+                weight_parts.append(found[2])
+                np.add.at(occurrences, found[3], 1.0)
+    size = (len(new_ids), problem.source_matrix.shape[0])
+    if not rows_parts:
+        return torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), size), torch.zeros(len(new_ids))
+    rows = np.concatenate(rows_parts)
+    weights = np.concatenate(weight_parts) / occurrences[rows]
+    indices = torch.from_numpy(np.stack([rows, np.concatenate(cols_parts)]))
+    matrix = torch.sparse_coo_tensor(indices, torch.from_numpy(weights).float(), size).coalesce()
+    return matrix, torch.from_numpy(occurrences)
+
+
+@register_initializer("align")
+def align(problem: InitProblem, *, max_lines: int = 200_000) -> torch.Tensor:
+    """(N, hidden) frequency-weighted means of aligned source pieces; FVT rows for tokens unseen in the corpus.
+
+    max_lines: at most this many non-empty corpus lines are tokenized (the counts converge long before).
+    """
+    if not problem.corpus_files:
+        raise ValueError(
+            "initialiser 'align' needs target-language text to align on and got no corpus_files; pass the "
+            "training corpus (corpus_files=...) or choose 'fvt', which needs none"
+        )
+    key = (ids_key(problem.new_target_ids), tuple(problem.corpus_files), max_lines, problem.source_matrix.shape[0])
+    weights, occurrences = _COUNTS.get(
+        (problem.source_tokenizer, problem.target_tokenizer), key, lambda: alignment_weights(problem, max_lines)
+    )
+    rows = torch.sparse.mm(weights, problem.source_matrix.float())
+    unseen = occurrences == 0
+    if bool(unseen.any()):
+        from vocadapt.components.initializers.fvt import fvt
+
+        fallback = dataclasses.replace(problem, new_target_ids=problem.new_target_ids[unseen])
+        rows[unseen] = fvt(fallback)
+    return rows

@@ -1,0 +1,48 @@
+"""FOCUS: a sparsemax-weighted combination of shared tokens' source rows, the similarities coming from fastText
+embeddings of the target tokens ("0.01GB" §4.2; SALT §4.2; Dobler and de Melo 2023)."""
+
+from __future__ import annotations
+
+import torch
+
+from vocadapt.components.initializers import InitProblem, register_initializer
+from vocadapt.components.initializers._common import (
+    chunked_similarity_mix,
+    gaussian_rows,
+    helper_rows,
+    overlap_pairs,
+    require_helper,
+)
+
+HELPERS = ("fasttext", "vectors", "model")
+
+
+def focus_weights(similarity: torch.Tensor, temperature: float) -> torch.Tensor:
+    """(n, O) cosine similarities -> (n, O) sparsemax weights: non-negative, mostly zero, rows summing to one."""
+    from entmax import sparsemax
+
+    return sparsemax(similarity / temperature, dim=-1)
+
+
+@register_initializer("focus", needs_helper=True, helpers=HELPERS)
+def focus(problem: InitProblem, *, temperature: float = 0.1) -> torch.Tensor:
+    """(N, hidden): row i = sum_j sparsemax(cos(f_i, f_j) / temperature)_j * source row of shared token j.
+
+    temperature: divides the similarities before sparsemax (FOCUS' default 0.1); lower keeps fewer neighbours.
+    A new token without a fastText vector gets a random row from N(mu, sigma^2), as in FOCUS.
+    """
+    if temperature <= 0:
+        raise ValueError(f"focus temperature must be positive, got {temperature}")
+    helper = require_helper(problem, "focus", HELPERS)
+    overlap_targets, overlap_sources = overlap_pairs(problem)
+    anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
+    if not bool(anchor_known.any()):
+        raise ValueError("focus found no shared token with a helper vector; check that the helper uses the target tokenizer")
+    anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
+    queries, has_vector = helper_rows(helper, problem.new_target_ids)
+    rows = chunked_similarity_mix(
+        queries, anchor_vectors[anchor_known], anchor_rows, lambda similarity: focus_weights(similarity, temperature)
+    )
+    if not bool(has_vector.all()):
+        rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)
+    return rows

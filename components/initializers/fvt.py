@@ -1,0 +1,48 @@
+"""FVT (Fast Vocabulary Transfer), also "mean": the mean of the source rows of the token's text tokenized by the
+source tokenizer (SAVA §3.1; "Design choices" eq. 1; "0.01GB" §4.3 "Mean")."""
+
+from __future__ import annotations
+
+import torch
+
+from vocadapt.components.initializers import InitProblem, register_initializer
+from vocadapt.components.initializers._common import RoleSharedCache, gaussian_rows, ids_key
+
+_PIECES = RoleSharedCache()
+
+
+def piece_bags(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The FVT decomposition as embedding bags: (flat source ids, (N,) offsets, (N,) bool non-empty).
+
+    The decomposition tokenizes each token's text (with its word-start space), never its stored string
+    (PITFALLS 3); it comes from the tokenizer toolkit's ``source_pieces``.
+    """
+    from vocadapt.components.tokenizers.overlap import source_pieces
+
+    def compute() -> list[list[int]]:
+        return source_pieces(problem.target_tokenizer, problem.new_target_ids.tolist(), problem.source_tokenizer)
+
+    key = ids_key(problem.new_target_ids)
+    pieces = _PIECES.get((problem.target_tokenizer, problem.source_tokenizer), key, compute)
+    rows = problem.source_matrix.shape[0]
+    pieces = [[piece for piece in token_pieces if 0 <= piece < rows] for token_pieces in pieces]
+    lengths = torch.tensor([len(token_pieces) for token_pieces in pieces], dtype=torch.long)
+    flat = torch.tensor([piece for token_pieces in pieces for piece in token_pieces], dtype=torch.long)
+    offsets = torch.cumsum(lengths, 0) - lengths
+    return flat, offsets, lengths > 0
+
+
+@register_initializer("fvt", aliases=("mean",))
+def fvt(problem: InitProblem) -> torch.Tensor:
+    """(N, hidden): row i = mean of ``source_matrix[p]`` over the source pieces p of new token i.
+
+    One ``embedding_bag`` call does every token at once. A token whose text yields no source piece (possible only
+    for an empty or untokenizable token) gets a random row from N(mu, sigma^2) instead.
+    """
+    flat, offsets, has_pieces = piece_bags(problem)
+    source = problem.source_matrix.float()
+    rows = torch.nn.functional.embedding_bag(flat, source, offsets, mode="mean")
+    if not bool(has_pieces.all()):
+        missing = int((~has_pieces).sum())
+        rows[~has_pieces] = gaussian_rows(source, missing, problem.generator)
+    return rows

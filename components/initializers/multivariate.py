@@ -1,0 +1,42 @@
+"""Multivariate: new rows from a Gaussian with the source mean and full covariance (SALT §4.2, its baseline)."""
+
+from __future__ import annotations
+
+import torch
+
+from vocadapt.components.initializers import InitProblem, register_initializer
+
+
+def source_mean_covariance(source_matrix: torch.Tensor, chunk_rows: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean (hidden,) and covariance (hidden, hidden) of the source rows, accumulated in float64 chunks.
+
+    Chunked so an 128K x 4,096 matrix is never centred as a whole (that copy alone would be 2 GB).
+    """
+    rows, hidden = source_matrix.shape
+    total = torch.zeros(hidden, dtype=torch.float64)
+    scatter = torch.zeros(hidden, hidden, dtype=torch.float64)
+    for start in range(0, rows, chunk_rows):
+        block = source_matrix[start : start + chunk_rows].to(torch.float64)
+        total += block.sum(0)
+        scatter += block.T @ block
+    mean = total / max(rows, 1)
+    covariance = (scatter - rows * torch.outer(mean, mean)) / max(rows - 1, 1)
+    return mean, (covariance + covariance.T) / 2
+
+
+@register_initializer("multivariate")
+def multivariate(problem: InitProblem, *, jitter: float = 1e-5) -> torch.Tensor:
+    """(N, hidden) rows drawn from N(mean, covariance) of the source rows.
+
+    jitter: added to the diagonal, relative to the mean variance, so the Cholesky factor exists when the source
+        covariance is singular (fewer rows than dimensions, or padding rows that are all zero).
+    """
+    mean, covariance = source_mean_covariance(problem.source_matrix)
+    hidden = covariance.shape[0]
+    scale = covariance.diagonal().mean().clamp_min(1e-12)
+    factor, info = torch.linalg.cholesky_ex(covariance + jitter * scale * torch.eye(hidden, dtype=torch.float64))
+    if int(info) != 0:  # still not positive definite: fall back to the symmetric square root
+        eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
+        factor = eigenvectors * eigenvalues.clamp_min(0).sqrt()
+    noise = torch.randn(len(problem.new_target_ids), hidden, generator=problem.generator, dtype=torch.float64)
+    return (mean + noise @ factor.T).float()

@@ -1,0 +1,80 @@
+"""SALT: per new token, sparsemax over helper similarities picks the nearest shared tokens, and a least-squares map
+from helper to source space fitted on just those projects the token (SALT §3, steps 1-4)."""
+
+from __future__ import annotations
+
+import torch
+
+from vocadapt.components.initializers import InitProblem, register_initializer
+from vocadapt.components.initializers._common import (
+    gaussian_rows,
+    helper_rows,
+    overlap_pairs,
+    require_helper,
+    unit_rows,
+)
+
+HELPERS = ("fasttext", "vectors", "model")
+# New tokens handled per batched solve: 512 tokens x 64 neighbours x 300 dims is ~40 MB of pseudo-inverses.
+CHUNK = 512
+
+
+def neighbourhood_projection(
+    queries: torch.Tensor, anchors: torch.Tensor, anchor_rows: torch.Tensor, temperature: float, max_neighbours: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Steps 2-4 for one chunk, batched.
+
+    queries (n, m) helper vectors of new tokens; anchors (O, m) helper vectors of shared tokens; anchor_rows (O, h)
+    their source rows. For each query: the support of sparsemax(cos / temperature) (at most ``max_neighbours``,
+    the largest weights) gives E'_t (k, m) and E'_s (k, h); X = pinv(E'_t) E'_s and the row is q X. Computed as
+    (q pinv(E'_t)) E'_s so no (n, k, h) tensor is built: the coefficients scatter into an (n, O) matrix.
+    Returns (n, h) rows and (n,) neighbour counts. Unused neighbour slots are zero rows, which leave the
+    minimum-norm solution unchanged.
+    """
+    from entmax import sparsemax
+
+    weights = sparsemax((unit_rows(queries) @ unit_rows(anchors).T) / temperature, dim=-1)
+    counts = (weights > 0).sum(1)
+    k = int(min(max_neighbours, max(int(counts.max()), 1)))
+    top = torch.topk(weights, k, dim=1)
+    selected = (top.values > 0).unsqueeze(2)
+    neighbour_vectors = anchors[top.indices].double() * selected  # (n, k, m)
+    pseudo_inverse = torch.linalg.pinv(neighbour_vectors)  # (n, m, k)
+    coefficients = (queries.double().unsqueeze(1) @ pseudo_inverse).squeeze(1) * selected.squeeze(2)  # (n, k)
+    mixing = torch.zeros(queries.shape[0], anchors.shape[0], dtype=torch.float64)
+    mixing.scatter_(1, top.indices, coefficients)
+    return (mixing @ anchor_rows.double()).float(), counts.clamp_max(max_neighbours)
+
+
+@register_initializer("salt", needs_helper=True, helpers=HELPERS)
+def salt(
+    problem: InitProblem, *, temperature: float = 1.0, max_neighbours: int = 64, min_neighbours: int = 1
+) -> torch.Tensor:
+    """(N, hidden): each new token projected by its own least-squares map fitted on its sparsemax neighbours.
+
+    temperature: divides the cosine similarities before sparsemax (1.0: sparsemax of the raw similarities, as in
+        the paper); higher keeps more neighbours.
+    max_neighbours: the most neighbours one map is fitted on (the largest sparsemax weights are kept).
+    min_neighbours: tokens with fewer neighbours, or without a helper vector, get a random row from N(mu, sigma^2).
+    """
+    if temperature <= 0 or max_neighbours < 1 or min_neighbours < 1:
+        raise ValueError("salt needs temperature > 0, max_neighbours >= 1 and min_neighbours >= 1")
+    helper = require_helper(problem, "salt", HELPERS)
+    overlap_targets, overlap_sources = overlap_pairs(problem)
+    anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
+    if not bool(anchor_known.any()):
+        raise ValueError("salt found no shared token with a helper vector; check that the helper uses the target tokenizer")
+    anchors = anchor_vectors[anchor_known]
+    anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
+    queries, has_vector = helper_rows(helper, problem.new_target_ids)
+    rows = torch.empty(len(queries), problem.source_matrix.shape[1], dtype=torch.float32)
+    enough = has_vector.clone()
+    for start in range(0, len(queries), CHUNK):
+        chunk_rows, counts = neighbourhood_projection(
+            queries[start : start + CHUNK], anchors, anchor_rows, temperature, max_neighbours
+        )
+        rows[start : start + CHUNK] = chunk_rows
+        enough[start : start + CHUNK] &= counts >= min_neighbours
+    if not bool(enough.all()):
+        rows[~enough] = gaussian_rows(problem.source_matrix, int((~enough).sum()), problem.generator)
+    return rows
