@@ -1,0 +1,34 @@
+"""Shared fixtures: the committed corpus slices, and the real embedded default (built once per machine)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+FIXTURE_CORPORA = Path(__file__).parent / "fixtures" / "corpora"
+
+
+@pytest.fixture(scope="session")
+def fixture_corpora() -> dict[str, Path]:
+    """Small committed slices of the embedded corpora (see fixtures/corpora/ATTRIBUTION.md), by name:
+    ``it.train``, ``it.validation``, ``en.train``, ``en.validation`` (text, one document per line, 400 / 150 lines,
+    line-aligned across languages) and ``it-en.train``, ``it-en.validation`` (jsonl pairs)."""
+    files = {path.name.rsplit(".", 1)[0]: path for path in sorted(FIXTURE_CORPORA.glob("*.txt"))}
+    files.update({path.name.rsplit(".", 1)[0]: path for path in sorted(FIXTURE_CORPORA.glob("*.jsonl"))})
+    return files
+
+
+@pytest.fixture(scope="session")
+def embedded_assets():
+    """The real embedded default with Italian (``EmbeddedAssets``), under $VOCADAPT_HOME or ~/.cache/vocadapt.
+
+    Built on first use (about a minute with network for the Debian packages, the Bible alone without); then instant.
+    """
+    from vocadapt.platform.assets import build_assets
+
+    return build_assets(languages=("it",))
