@@ -101,7 +101,7 @@ def alignment_weights(problem: InitProblem, max_lines: int) -> tuple[torch.Tenso
     rows = np.concatenate(rows_parts)
     weights = np.concatenate(weight_parts) / occurrences[rows]
     indices = torch.from_numpy(np.stack([rows, np.concatenate(cols_parts)]))
-    matrix = torch.sparse_coo_tensor(indices, torch.from_numpy(weights).float(), size).coalesce()
+    matrix = torch.sparse_coo_tensor(indices, torch.from_numpy(weights).float(), size, check_invariants=True).coalesce()
     return matrix, torch.from_numpy(occurrences)
 
 

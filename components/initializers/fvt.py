@@ -17,7 +17,7 @@ def piece_bags(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor, torch.
     The decomposition tokenizes each token's text (with its word-start space), never its stored string
     (PITFALLS 3); it comes from the tokenizer toolkit's ``source_pieces``.
     """
-    from vocadapt.components.tokenizers.overlap import source_pieces
+    from vocadapt.components.tokenizers import source_pieces
 
     def compute() -> list[list[int]]:
         return source_pieces(problem.target_tokenizer, problem.new_target_ids.tolist(), problem.source_tokenizer)

@@ -1,0 +1,207 @@
+"""Lazy checkpoint surgery for models too big to load (Llama-3.1-8B on a laptop).
+
+Only the input-embedding and LM-head tensors are read (safetensors ``safe_open``); each is adapted from its own
+source matrix, one at a time, and written to a new shard. Shards without those tensors are hard-linked (or copied);
+shards that also held them are rewritten byte for byte without them. The tokenizer, an updated config, the index
+and a record (``vocadapt_init.json``) complete a folder ``AutoModelForCausalLM.from_pretrained`` loads. Everything is
+written to a temporary folder beside ``out_dir`` and renamed at the end, so a failure leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vocadapt.components.surgery import safetensors_files as files
+from vocadapt.components.surgery.matrices import adapt_matrix, check_method
+from vocadapt.components.surgery.plan import plan_vocabulary
+
+NEW_SHARD = "model-vocadapt-embeddings.safetensors"
+RECORD_NAME = "vocadapt_init.json"
+EXTRA_HEAD_NAME = "mtp_heads.{index}.weight"
+# Files that come from the target tokenizer, never from the source folder.
+_TOKENIZER_FILES = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model", "vocab.json",
+    "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json", "vocab.txt",
+}
+
+
+def embedding_tensor_names(config: Any, names: set[str]) -> tuple[str, str | None]:
+    """(input-embedding tensor, LM-head tensor or None when the checkpoint stores no separate head).
+
+    The module names come from the architecture built on the meta device (no memory); a checkpoint that spells them
+    differently is matched on the last two name parts.
+    """
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    module_names = {id(module): name for name, module in model.named_modules()}
+    head = model.get_output_embeddings()
+    wanted = [module_names[id(model.get_input_embeddings())] + ".weight"]
+    wanted.append(module_names[id(head)] + ".weight" if head is not None else None)
+    found: list[str | None] = []
+    for name in wanted:
+        if name is None or name in names:
+            found.append(name)
+            continue
+        tail = ".".join(name.split(".")[-2:])
+        matches = sorted(candidate for candidate in names if candidate.endswith(tail))
+        found.append(matches[0] if matches else None)
+    if found[0] is None:
+        raise ValueError(f"no input-embedding tensor {wanted[0]!r} in the checkpoint; is it a causal LM checkpoint?")
+    return found[0], found[1]
+
+
+def _updated_config(source_dir: Path, target_tokenizer: Any, rows: int) -> dict[str, Any]:
+    config = json.loads((source_dir / "config.json").read_text())
+    config["vocab_size"] = rows
+    for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        config[field] = getattr(target_tokenizer, field, None)
+    return config
+
+
+def _copy_side_files(source_dir: Path, tmp: Path, target_tokenizer: Any, shard_names: set[str]) -> None:
+    skipped = _TOKENIZER_FILES | shard_names | {files.INDEX_NAME, "config.json", RECORD_NAME}
+    for path in sorted(source_dir.iterdir()):
+        if path.is_file() and path.name not in skipped and not path.name.endswith((".safetensors", ".bin", ".pt")):
+            shutil.copyfile(path, tmp / path.name)
+    generation = tmp / "generation_config.json"
+    if generation.exists():
+        settings = json.loads(generation.read_text())
+        for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            settings[field] = getattr(target_tokenizer, field, None)
+        generation.write_text(json.dumps(settings, indent=2) + "\n")
+    target_tokenizer.save_pretrained(str(tmp))
+
+
+def _write_shards(source_dir: Path, tmp: Path, weight_map: dict[str, str], new_tensors: dict[str, torch.Tensor], link: str):
+    """Write the new shard, link/rewrite the old ones; returns (new weight map, what happened to each shard)."""
+    from safetensors.torch import save_file
+
+    save_file(new_tensors, str(tmp / NEW_SHARD), metadata={"format": "pt"})
+    new_map: dict[str, str] = {name: NEW_SHARD for name in new_tensors}
+    actions: dict[str, str] = {}
+    for shard in sorted(set(weight_map.values())):
+        inside = {name for name, file in weight_map.items() if file == shard}
+        dropped = inside & set(new_tensors)
+        # A single model.safetensors beside an index would be loaded instead of the index: rename it.
+        out_name = "model-body.safetensors" if shard == files.SINGLE_NAME else shard
+        if dropped:
+            kept_bytes = files.copy_without(source_dir / shard, tmp / out_name, dropped)
+            actions[shard] = f"rewritten without {sorted(dropped)}" if kept_bytes else "dropped (held only replaced tensors)"
+            if not kept_bytes:
+                continue
+        else:
+            actions[shard] = files.link_or_copy(source_dir / shard, tmp / out_name, link)
+        new_map.update({name: out_name for name in inside - dropped})
+    return dict(sorted(new_map.items())), actions
+
+
+def adapt_checkpoint(
+    source_dir: str | Path,
+    target_tokenizer_dir: str | Path,
+    out_dir: str | Path,
+    method: str,
+    *,
+    mode: str = "replace",
+    options: dict[str, Any] | None = None,
+    seed: int = 0,
+    helper: Any = None,
+    corpus_files: list[str] | tuple[str, ...] = (),
+    target_vocab_rows: int | None = None,
+    extra_heads: int = 0,
+    link: str = "hardlink",
+    overwrite: bool = False,
+    source_tokenizer_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Adapt a safetensors checkpoint to the target tokenizer; returns the record written to ``vocadapt_init.json``.
+
+    helper: a :class:`~vocadapt.components.helpers.TokenVectors`, or a helper spec string (``"fasttext"``,
+        ``"model:DIR"``, ``"vectors:FILE"``) resolved against the target tokenizer and ``corpus_files``.
+    extra_heads: multi-token prediction ("0.01GB" §5): this many extra heads ``mtp_heads.{i}.weight``, each a copy
+        of the adapted LM head.
+    link: how unchanged shards reach ``out_dir``: "hardlink" (copy across file systems), "symlink" or "copy".
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    source_dir, out_dir = Path(source_dir), Path(out_dir)
+    check_method(method, options, helper)
+    if out_dir.exists() and not overwrite:
+        raise ValueError(f"{out_dir} already exists; choose another --out or pass overwrite=True")
+    weight_map = files.weight_map(source_dir)
+    config = AutoConfig.from_pretrained(str(source_dir), trust_remote_code=False)
+    input_name, head_name = embedding_tensor_names(config, set(weight_map))
+    source_tokenizer = AutoTokenizer.from_pretrained(str(source_tokenizer_dir or source_dir))
+    target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
+    if isinstance(helper, str):
+        from vocadapt.components.helpers import resolve_helper
+
+        helper = resolve_helper(helper, target_tokenizer=target_tokenizer, corpus_files=corpus_files, seed=seed)
+        check_method(method, options, helper)
+    source_rows = files.read_header(source_dir / weight_map[input_name])[0][input_name]["shape"][0]
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, mode=mode,
+                           target_vocab_rows=target_vocab_rows)
+    roles = [("input", input_name)] + ([("output", head_name)] if head_name and head_name != input_name else [])
+    started = time.perf_counter()
+    new_tensors, seconds = _adapt_tensors(source_dir, weight_map, roles, plan, method, dict(
+        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, options=options, seed=seed,
+        helper=helper, corpus_files=corpus_files,
+    ))
+    for index in range(extra_heads):
+        new_tensors[EXTRA_HEAD_NAME.format(index=index)] = new_tensors[roles[-1][1]].clone()
+    record = {
+        "method": method, "mode": mode, "options": dict(options or {}), "seed": seed, **plan.record(),
+        "tied": len(roles) == 1, "tensors": {role: name for role, name in roles}, "extra_heads": extra_heads,
+        "helper": helper.record() if hasattr(helper, "record") else None,
+        "source_model": str(source_dir), "target_tokenizer": str(target_tokenizer_dir),
+        "method_seconds": seconds,
+    }
+    _write_folder(source_dir, out_dir, weight_map, new_tensors, target_tokenizer, plan.rows, record, link, overwrite)
+    record["seconds"] = round(time.perf_counter() - started, 3)
+    return record
+
+
+def _adapt_tensors(source_dir, weight_map, roles, plan, method, shared) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """Read, adapt and keep each role's tensor, one at a time (peak: one float32 source matrix)."""
+    from safetensors import safe_open
+
+    new_tensors: dict[str, torch.Tensor] = {}
+    seconds: dict[str, float] = {}
+    for role, name in roles:
+        with safe_open(str(source_dir / weight_map[name]), framework="pt") as handle:
+            original = handle.get_tensor(name)
+        dtype = original.dtype
+        source = original.float()
+        del original
+        new_tensors[name], seconds[role] = adapt_matrix(source, plan, method, dtype=dtype, role=role, **shared)
+        seconds[role] = round(seconds[role], 3)
+        del source
+    return new_tensors, seconds
+
+
+def _write_folder(source_dir, out_dir, weight_map, new_tensors, target_tokenizer, rows, record, link, overwrite):
+    tmp = out_dir.parent / f".{out_dir.name}.vocadapt-tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        new_map, actions = _write_shards(source_dir, tmp, weight_map, new_tensors, link)
+        total = sum(files.data_size(tmp / shard) for shard in set(new_map.values()))
+        index = {"metadata": {"total_size": total}, "weight_map": new_map}
+        (tmp / files.INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
+        (tmp / "config.json").write_text(json.dumps(_updated_config(source_dir, target_tokenizer, rows), indent=2) + "\n")
+        _copy_side_files(source_dir, tmp, target_tokenizer, set(weight_map.values()))
+        record["shards"] = actions
+        (tmp / RECORD_NAME).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        if out_dir.exists() and overwrite:
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,115 @@
+"""Vocabulary surgery on a model in memory (small models): new input embeddings and LM head, config updated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vocadapt.components.surgery.matrices import adapt_matrix, check_method
+from vocadapt.components.surgery.plan import VocabularyPlan, plan_vocabulary
+
+SPECIAL_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+
+
+def heads_are_tied(model: Any) -> bool:
+    """True when the LM head shares its weight tensor with the input embeddings (or there is no head)."""
+    head = model.get_output_embeddings()
+    return head is None or head.weight is model.get_input_embeddings().weight
+
+
+def update_token_ids(config: Any, target_tokenizer: Any, rows: int) -> None:
+    """vocab_size follows the rows; bos/eos/pad ids follow the target tokenizer (None where it has no such token)."""
+    config.vocab_size = rows
+    for field in SPECIAL_ID_FIELDS:
+        setattr(config, field, getattr(target_tokenizer, field, None))
+
+
+def _new_bias(bias: torch.Tensor, plan: VocabularyPlan) -> torch.Tensor:
+    """LM-head bias rows: shared copied, new ones the mean source bias, padding as for the weights."""
+    out = torch.zeros(plan.rows, dtype=bias.dtype)
+    if plan.mode == "expand":
+        out[: min(plan.rows, len(bias))] = bias[: plan.rows]
+    for target, source in plan.target_to_source.items():
+        out[target] = bias[source]
+    out[plan.new_target_ids] = bias.float().mean().to(bias.dtype)
+    return out
+
+
+def adapt_embeddings(
+    model: Any,
+    *,
+    source_tokenizer: Any,
+    target_tokenizer: Any,
+    target_to_source: dict[int, int] | None = None,
+    new_target_ids: Any = None,
+    method: str,
+    mode: str = "replace",
+    options: dict[str, Any] | None = None,
+    seed: int = 0,
+    helper: Any = None,
+    corpus_files: list[str] | tuple[str, ...] = (),
+    target_vocab_rows: int | None = None,
+) -> Any:
+    """Give ``model`` the target vocabulary: input embeddings and (if untied) LM head, each from its own matrix.
+
+    target_to_source / new_target_ids: the overlap and the ids to initialise; computed from the tokenizers when
+        None (canonical overlap for "replace"; identity on source ids for "expand").
+    Shared rows are copied exactly, special tokens keep their source rows (matched by role), padding rows are kept
+    in expansion, and ``config.vocab_size`` and the bos/eos/pad ids follow the target tokenizer.
+    Returns the same model, modified in place; what was done is in ``model.config.vocadapt_init`` (a dict: method,
+    mode, overlap counts, helper, seconds), which ``save_pretrained`` writes into config.json.
+    """
+    check_method(method, options, helper)
+    embeddings = model.get_input_embeddings()
+    head = model.get_output_embeddings()
+    tied = heads_are_tied(model)
+    plan = plan_vocabulary(
+        source_tokenizer, target_tokenizer, source_rows=embeddings.weight.shape[0], mode=mode,
+        target_to_source=target_to_source, new_target_ids=new_target_ids, target_vocab_rows=target_vocab_rows,
+    )
+    shared = dict(
+        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, options=options, seed=seed,
+        helper=helper, corpus_files=corpus_files,
+    )
+    seconds = {}
+    with torch.no_grad():
+        new_input, seconds["input"] = adapt_matrix(embeddings.weight.detach(), plan, method, role="input", **shared)
+        if not tied:
+            new_output, seconds["output"] = adapt_matrix(head.weight.detach(), plan, method, role="output", **shared)
+    pad_id = getattr(target_tokenizer, "pad_token_id", None)
+    replacement = torch.nn.Embedding(plan.rows, new_input.shape[1], padding_idx=pad_id, dtype=new_input.dtype)
+    replacement.weight = torch.nn.Parameter(new_input, requires_grad=embeddings.weight.requires_grad)
+    model.set_input_embeddings(replacement)
+    if head is not None:
+        if head.bias is not None:
+            head.bias = torch.nn.Parameter(_new_bias(head.bias.detach(), plan))
+        head.weight = replacement.weight if tied else torch.nn.Parameter(new_output)
+        head.out_features = plan.rows
+    update_token_ids(model.config, target_tokenizer, plan.rows)
+    generation = getattr(model, "generation_config", None)
+    if generation is not None:
+        for field in SPECIAL_ID_FIELDS:
+            setattr(generation, field, getattr(target_tokenizer, field, None))
+    model.config.vocadapt_init = {
+        "method": method, "options": dict(options or {}), "seed": seed, "tied": tied, **plan.record(),
+        "helper": helper.record() if hasattr(helper, "record") else (None if helper is None else str(helper)),
+        "seconds": {role: round(value, 3) for role, value in seconds.items()},
+    }
+    return model
+
+
+def extra_heads_from_lm_head(model: Any, count: int = 1) -> torch.nn.ModuleList:
+    """Multi-token prediction ("0.01GB" §5): ``count`` extra LM heads, each initialised as a copy of the LM head."""
+    head = model.get_output_embeddings()
+    if head is None:
+        raise ValueError("the model has no LM head to copy the extra heads from")
+    copies = []
+    for _ in range(count):
+        extra = torch.nn.Linear(head.in_features, head.out_features, bias=head.bias is not None, dtype=head.weight.dtype)
+        with torch.no_grad():
+            extra.weight.copy_(head.weight)
+            if head.bias is not None:
+                extra.bias.copy_(head.bias)
+        copies.append(extra)
+    return torch.nn.ModuleList(copies)

@@ -1,0 +1,107 @@
+"""Which rows of the adapted matrices are copied, which are initialised, and how many rows there are.
+
+Replacement: target tokens whose canonical form (or special role) exists in the source copy that source row; the
+rest are initialised. Expansion: the target tokenizer keeps every source id, so every source row is kept at its id
+and the appended tokens are initialised. Rows past the last token id (padding, PITFALLS 7) are kept from the
+source in expansion and are zero otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class VocabularyPlan:
+    """mode: "replace" or "expand".
+    target_to_source: target id -> source id whose row is copied exactly.
+    new_target_ids: (N,) target ids the method initialises, ascending.
+    rows: rows of the adapted matrices (>= number of target token ids).
+    source_rows: rows of the source matrices.
+    """
+
+    mode: str
+    target_to_source: dict[int, int]
+    new_target_ids: torch.Tensor
+    rows: int
+    source_rows: int
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "copied": len(self.target_to_source),
+            "initialised": int(len(self.new_target_ids)),
+            "rows": self.rows,
+            "source_rows": self.source_rows,
+        }
+
+
+def _token_ids(tokenizer: Any) -> list[int]:
+    from vocadapt.components.tokenizers import canonical_tokens
+
+    return [token_id for token_id, form in enumerate(canonical_tokens(tokenizer)) if form is not None]
+
+
+def _expansion_map(source_tokenizer: Any, target_tokenizer: Any, source_rows: int) -> dict[int, int]:
+    from vocadapt.components.tokenizers import canonical_tokens
+
+    source_forms, target_forms = canonical_tokens(source_tokenizer), canonical_tokens(target_tokenizer)
+    moved = [
+        token_id for token_id, form in enumerate(source_forms)
+        if form is not None and (token_id >= len(target_forms) or target_forms[token_id] != form)
+    ]
+    if moved:
+        raise ValueError(
+            f"mode 'expand' needs a target tokenizer that keeps every source token at its id, but {len(moved)} "
+            f"source ids differ (first: {moved[:5]}); build it with the tokenizer toolkit's expansion, or use "
+            "mode 'replace'"
+        )
+    return {token_id: token_id for token_id, form in enumerate(source_forms) if form is not None and token_id < source_rows}
+
+
+def plan_vocabulary(
+    source_tokenizer: Any,
+    target_tokenizer: Any,
+    *,
+    source_rows: int,
+    mode: str = "replace",
+    target_to_source: dict[int, int] | None = None,
+    new_target_ids: Any = None,
+    target_vocab_rows: int | None = None,
+) -> VocabularyPlan:
+    """Plan the rows; ``target_to_source`` / ``new_target_ids`` given by the caller win over the computed ones.
+
+    target_vocab_rows: rows of the adapted matrices (e.g. padded to a multiple of 64). Default: the target's token
+        count for replacement, max(source rows, target token count) for expansion.
+    """
+    if mode not in ("replace", "expand"):
+        raise ValueError(f"mode must be 'replace' or 'expand', got {mode!r}")
+    if target_to_source is None:
+        if mode == "expand":
+            target_to_source = _expansion_map(source_tokenizer, target_tokenizer, source_rows)
+        else:
+            from vocadapt.components.tokenizers import token_overlap
+
+            target_to_source = token_overlap(source_tokenizer, target_tokenizer).target_to_source
+    target_ids = _token_ids(target_tokenizer)
+    if new_target_ids is None:
+        new_target_ids = [token_id for token_id in target_ids if token_id not in target_to_source]
+    new_ids = torch.as_tensor(list(new_target_ids) if not torch.is_tensor(new_target_ids) else new_target_ids,
+                              dtype=torch.long).sort().values
+    highest = max([*target_ids, *target_to_source, -1]) + 1
+    default_rows = max(source_rows, highest) if mode == "expand" else highest
+    rows = default_rows if target_vocab_rows is None else int(target_vocab_rows)
+    if rows < highest:
+        raise ValueError(f"target_vocab_rows={rows} is smaller than the target's highest token id + 1 ({highest})")
+    bad_sources = [s for s in target_to_source.values() if not 0 <= s < source_rows]
+    if bad_sources:
+        raise ValueError(f"target_to_source points at source rows that do not exist: {bad_sources[:5]} (rows: {source_rows})")
+    shared_and_new = set(new_ids.tolist()) & set(target_to_source)
+    if shared_and_new:
+        raise ValueError(f"ids {sorted(shared_and_new)[:5]} are both shared and new; a token is one or the other")
+    if len(new_ids) and (int(new_ids.min()) < 0 or int(new_ids.max()) >= rows):
+        raise ValueError(f"new_target_ids must lie in 0..{rows - 1}")
+    return VocabularyPlan(mode, dict(sorted(target_to_source.items())), new_ids, rows, source_rows)
