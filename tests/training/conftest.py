@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from lapt_tiny_world import make_model, make_tokenizer  # noqa: E402
+from tests.training.lapt_tiny_world import make_model, make_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

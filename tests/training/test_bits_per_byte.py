@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lapt_tiny_world import ENGLISH, ITALIAN, make_tokenizer
+from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_tokenizer
 from vocadapt.components.metrics import bits_per_byte, score_bits_per_byte
 
 

@@ -1,0 +1,19 @@
+"""Language-adaptive continued pre-training (LAPT): data mixing and packing, strategies, the loop.
+
+    from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+    data = LaptData.from_files(target=["it.txt"], source=["en.txt"])
+    result = train_lapt(model, tokenizer, data, LaptSettings(max_steps=10), logger,
+                        eval_documents={"target": it_held_out, "source": en_held_out})
+"""
+
+from vocadapt.components.training.data import LaptData, PackedBatch, PackedMixture, read_documents
+from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine, TrainingEngine
+from vocadapt.components.training.loop import LaptResult, train_lapt
+from vocadapt.components.training.settings import OBJECTIVES, STRATEGIES, LaptSettings
+from vocadapt.components.training.strategies import count_parameters, plan_stages
+
+__all__ = [
+    "OBJECTIVES", "STRATEGIES", "EngineFactory", "EngineSpec", "LaptData", "LaptResult", "LaptSettings",
+    "PackedBatch", "PackedMixture", "TorchEngine", "TrainingEngine", "count_parameters", "plan_stages",
+    "read_documents", "train_lapt",
+]

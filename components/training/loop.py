@@ -1,0 +1,209 @@
+"""The LAPT loop: one process, no Ray, so it can be benchmarked and debugged anywhere.
+
+``vocadapt.platform.ray_train`` runs this same function inside Ray Train workers; under ``torch.distributed`` each
+rank reads its own data shard and the engine (plain torch DDP, or DeepSpeed through ``engine_factory``) keeps the
+replicas in step. Metrics are logged on rank 0 only; throughput counts real tokens over all ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from vocadapt.components.metric_logging import MetricLogger, NullLogger
+from vocadapt.components.metrics.bits_per_byte import bits_per_byte
+from vocadapt.components.training.data import LaptData, PackedMixture
+from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine
+from vocadapt.components.training.mtp import MultiTokenPrediction
+from vocadapt.components.training.settings import LaptSettings
+from vocadapt.components.training.strategies import (
+    Stage, add_lora, base_causal_lm, count_parameters, merge_lora, plan_stages, set_trainable, uses_lora)
+from vocadapt.components.training.throughput import detect_peak_flops, flops_per_token
+
+CheckpointHook = Callable[[int, Callable[[Path], None], dict], None]
+
+
+@dataclass
+class LaptResult:
+    model: nn.Module  # the trained causal LM: LoRA merged in, MTP head dropped
+    history: list[tuple[int, dict[str, float]]]  # (optimizer step, metrics) as logged
+    steps: int
+    tokens: int  # real tokens trained on, all workers
+    trainable_parameters: dict[str, int]  # per stage kind
+
+    def series(self, name: str) -> list[tuple[int, float]]:
+        return [(step, metrics[name]) for step, metrics in self.history if name in metrics]
+
+
+@dataclass
+class _Run:
+    """Everything one call of train_lapt carries between steps."""
+
+    settings: LaptSettings
+    lm: nn.Module
+    module: nn.Module
+    tokenizer: object
+    mixture: PackedMixture
+    logger: MetricLogger
+    rank: int
+    world_size: int
+    eval_documents: dict[str, list[str]]
+    checkpoint_hook: CheckpointHook | None
+    total_steps: int
+    flops_per_token: float
+    peak_flops: float | None
+    step: int = 0
+    tokens: int = 0
+    stage_index: int = 0
+    history: list = field(default_factory=list)
+    trainable: dict = field(default_factory=dict)
+
+
+def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings, logger: MetricLogger | None = None, *,
+               checkpoint_hook: CheckpointHook | None = None, resume_state: str | Path | None = None,
+               eval_documents: dict[str, list[str]] | None = None,
+               engine_factory: EngineFactory | None = None) -> LaptResult:
+    """Continue pre-training ``model`` on the mixed, packed ``data``; see the package docstring for the rest.
+
+    settings: LaptSettings, the config's ``lapt`` section, or a mapping. checkpoint_hook(step, write, metrics) is
+    called every ``checkpoint_every`` steps; ``write(directory)`` saves weights, optimizer, scheduler, data position
+    and RNG there. resume_state: a directory ``write`` filled; training continues after its step.
+    """
+    settings = LaptSettings.from_any(settings)
+    rank, world_size = _topology()
+    torch.manual_seed(settings.seed)  # LoRA initialisation is random; every rank must draw the same
+    lm = add_lora(model, settings) if uses_lora(settings) else model
+    module = MultiTokenPrediction(lm) if settings.objective == "mtp" else lm
+    run = _Run(settings, lm, module, tokenizer,
+               PackedMixture(data, tokenizer, mixing=settings.mixing, sequence_length=settings.sequence_length,
+                             seed=settings.seed, rank=rank, world_size=world_size),
+               logger or NullLogger(), rank, world_size, eval_documents or {}, checkpoint_hook,
+               settings.total_steps(world_size), flops_per_token(base_causal_lm(lm), settings.sequence_length),
+               settings.peak_flops or detect_peak_flops())
+    resume_state = Path(resume_state) if resume_state else None
+    if resume_state:
+        _load_loop_state(run, resume_state)
+    stages, start = plan_stages(settings, run.total_steps), 0
+    for index, stage in enumerate(stages):
+        end = start + stage.steps
+        if index >= run.stage_index:
+            _run_stage(run, index, stage, start, end, engine_factory or TorchEngine,
+                       resume_state if index == run.stage_index else None)
+        start = end
+    trained = merge_lora(lm)
+    return LaptResult(trained, run.history, run.step, run.tokens, run.trainable)
+
+
+def _topology() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine_factory: EngineFactory,
+               resume_from: Path | None) -> None:
+    extra = list(run.module.extra_head.parameters()) if isinstance(run.module, MultiTokenPrediction) else []
+    params = set_trainable(run.lm, stage.kind, extra)
+    run.trainable[stage.kind] = count_parameters(params)
+    spec = EngineSpec(stage.learning_rate, stage.warmup_steps, stage.steps, stage.schedule,
+                      run.settings.min_lr_ratio, run.settings.weight_decay, run.settings.max_grad_norm,
+                      run.settings.grad_accumulation_steps)
+    engine = engine_factory(run.module, params, spec)
+    if resume_from is not None:
+        engine.load(resume_from)
+    run.stage_index = index
+    run.module.train()
+    while run.step < end:
+        metrics = _train_step(run, engine, stage)
+        run.step += 1
+        last = run.step == run.total_steps
+        evaluate = bool(run.settings.eval_every and run.step % run.settings.eval_every == 0 or last)
+        if evaluate:
+            metrics.update(_evaluate(run))
+        if run.step % run.settings.log_every == 0 or last or evaluate:
+            run.history.append((run.step, metrics))
+            if run.rank == 0:
+                run.logger.log_metrics(metrics, step=run.step)
+        if run.checkpoint_hook and run.settings.checkpoint_every and run.step % run.settings.checkpoint_every == 0:
+            run.checkpoint_hook(run.step, lambda directory: _write_checkpoint(run, engine, Path(directory)), metrics)
+
+
+def _train_step(run: _Run, engine, stage: Stage) -> dict[str, float]:
+    """One optimizer step over grad_accumulation_steps micro-batches. Returns this step's metrics."""
+    settings, started = run.settings, time.perf_counter()
+    loss_sum = torch.zeros(2)  # next-token loss summed over micro-batches, micro-batch count
+    stream_tokens = {name: 0 for name in run.mixture.names}
+    for _ in range(settings.grad_accumulation_steps):
+        batch = run.mixture.next_batch(settings.batch_size)
+        device = next(run.module.parameters()).device
+        out = engine.module(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                            labels=batch.input_ids.to(device))
+        engine.backward(out.loss)
+        engine.step()
+        loss_sum += torch.tensor([float(getattr(out, "next_token_loss", out.loss).detach()), 1.0])
+        for name, row in zip(batch.streams, batch.attention_mask):
+            stream_tokens[name] += int(row.sum())  # real tokens only: padding would be zeros here
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    counts = torch.tensor([*loss_sum.tolist(), *stream_tokens.values()], dtype=torch.float64)
+    if run.world_size > 1:  # every rank's tokens count; the loss is the mean over ranks
+        torch.distributed.all_reduce(counts)
+    real_tokens = int(counts[2:].sum())
+    run.tokens += real_tokens
+    per_device = real_tokens / seconds / run.world_size
+    metrics = {"loss": float(counts[0] / counts[1]), "learning_rate": engine.learning_rate(),
+               "tokens_per_second": real_tokens / seconds, "tokens_per_second_per_device": per_device,
+               "tokens": float(run.tokens), "stage": float(run.stage_index)}
+    metrics.update({f"token_share_{name}": float(c / real_tokens) for name, c in zip(stream_tokens, counts[2:])})
+    if run.peak_flops:
+        metrics["mfu"] = run.flops_per_token * per_device / run.peak_flops
+    return metrics
+
+
+def _evaluate(run: _Run) -> dict[str, float]:
+    """Held-out bits per byte per stream, on every rank (ZeRO-3 needs all ranks in each forward)."""
+    settings = run.settings
+    scores = {f"bits_per_byte_{name}": bits_per_byte(run.lm, run.tokenizer, docs, max_length=settings.eval_max_length,
+                                                     batch_size=settings.eval_batch_size)
+              for name, docs in run.eval_documents.items() if docs}
+    run.module.train()
+    return scores
+
+
+def _write_checkpoint(run: _Run, engine, directory: Path) -> None:
+    """Weights and optimizer through the engine; this rank's loop state, data position and RNG beside them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    engine.save(directory, run.rank)
+    state = {"step": run.step, "tokens": run.tokens, "stage_index": run.stage_index,
+             "history": run.history if run.rank == 0 else [], "trainable": run.trainable,
+             "data": run.mixture.state_dict(), "python_random": random.getstate()[1][:625]}
+    (directory / f"loop_state_rank{run.rank}.json").write_text(json.dumps(state), encoding="utf-8")
+    rng = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state()
+    torch.save(rng, directory / f"rng_rank{run.rank}.pt")
+
+
+def _load_loop_state(run: _Run, directory: Path) -> None:
+    state_file = directory / f"loop_state_rank{run.rank}.json"
+    if not state_file.is_file():
+        raise FileNotFoundError(f"{directory} holds no loop state for worker {run.rank}; resume from a checkpoint "
+                                "this run wrote, with the same number of workers")
+    state = json.loads(state_file.read_text(encoding="utf-8"))
+    run.step, run.tokens, run.stage_index = state["step"], state["tokens"], state["stage_index"]
+    run.trainable = state["trainable"]
+    run.history = [(step, metrics) for step, metrics in state["history"]]
+    run.mixture.load_state_dict(state["data"])
+    random.setstate((3, tuple(state["python_random"]), None))
+    rng = torch.load(directory / f"rng_rank{run.rank}.pt", weights_only=True)
+    torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state(rng["cuda"])
