@@ -86,7 +86,7 @@ def build_model(workspace: Path, console: Console) -> dict[str, Any]:
         tokenizer.add_bos_token = False
         tokenizer.add_eos_token = False
         tokenizer.save_pretrained(target)
-        _force_tokenizer_flags(target / "tokenizer_config.json")
+        _force_tokenizer_flags(target / "tokenizer_config.json", config["max_position_embeddings"])
     return {
         "dir": relative.as_posix(),
         "name": "SmolLM2-135M-Instruct",
@@ -96,9 +96,10 @@ def build_model(workspace: Path, console: Console) -> dict[str, Any]:
     }
 
 
-def _force_tokenizer_flags(tokenizer_config: Path) -> None:
+def _force_tokenizer_flags(tokenizer_config: Path, max_length: int) -> None:
     settings = json.loads(tokenizer_config.read_text(encoding="utf-8"))
-    settings.update({"add_bos_token": False, "add_eos_token": False})
+    # The GGUF conversion leaves model_max_length "unlimited"; the model's context is the honest bound.
+    settings.update({"add_bos_token": False, "add_eos_token": False, "model_max_length": max_length})
     for leaked_loading_option in ("is_local", "local_files_only"):  # how it was loaded, not what it is
         settings.pop(leaked_loading_option, None)
     tokenizer_config.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
