@@ -1,0 +1,157 @@
+"""One spelling for every token: its bytes plus whether it starts a word (PITFALLS 1 and 2).
+
+Byte-level BPE stores ``ĠCafÃ©``, sentencepiece stores ``▁Café`` (and ``<0xC3>`` byte pieces), WordPiece stores
+``##é`` for a continuation. All of them are the same kind of thing: a byte string that may begin a word. The
+canonical form is ``CanonicalToken(data=b"Caf\\xc3\\xa9", word_start=True, special=False)``, so that tokens that
+differ only in spelling compare equal across tokenizers. A leading space is the word-start flag, never part of
+``data``: ``Ġ`` alone and ``▁`` alone are both ``(b"", word_start=True)``.
+
+Nothing here decodes a single token: the forms come from the backend's vocabulary and its added tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from vocadapt.components.tokenizers._backend import (
+    BYTE_PIECE,
+    METASPACE,
+    Scheme,
+    backend_of,
+    bytes_to_unicode,
+    scheme_of,
+    unicode_to_bytes,
+)
+
+SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
+
+
+@dataclass(frozen=True)
+class CanonicalToken:
+    """A token as bytes plus a word-start flag; special tokens (``<s>``, ``<|im_end|>``) are their content's bytes."""
+
+    data: bytes
+    word_start: bool
+    special: bool = False
+
+    @property
+    def text_bytes(self) -> bytes:
+        """The bytes this token stands for in running text (a word start is a leading space)."""
+        return (b" " if self.word_start else b"") + self.data
+
+
+def _from_bytes(raw: bytes, special: bool = False) -> CanonicalToken:
+    if raw.startswith(b" "):
+        return CanonicalToken(raw[1:], True, special)
+    return CanonicalToken(raw, False, special)
+
+
+def _bytelevel_bytes(piece: str) -> bytes:
+    alphabet = unicode_to_bytes()
+    if all(character in alphabet for character in piece):
+        return bytes(alphabet[character] for character in piece)
+    return piece.encode("utf-8")  # a piece outside the byte alphabet is stored as its own text
+
+
+def canonical_piece(piece: str, scheme: Scheme) -> CanonicalToken:
+    """The canonical form of one entry of the model vocabulary (not an added token)."""
+    if scheme.spelling == "bytelevel":
+        return _from_bytes(_bytelevel_bytes(piece))
+    if scheme.spelling == "metaspace":
+        match = BYTE_PIECE.match(piece) if scheme.byte_fallback else None
+        if match:
+            return _from_bytes(bytes([int(match.group(1), 16)]))
+        return _from_bytes(piece.replace(METASPACE, " ").encode("utf-8"))
+    if scheme.spelling == "wordpiece":
+        prefix = scheme.continuing_prefix
+        if prefix and piece.startswith(prefix) and len(piece) > len(prefix):
+            return CanonicalToken(piece[len(prefix) :].encode("utf-8"), False)
+        return CanonicalToken(piece.encode("utf-8"), True)
+    return _from_bytes(piece.encode("utf-8"))
+
+
+def canonical_tokens(tokenizer: Any) -> list[CanonicalToken | None]:
+    """The canonical form of every token id, indexed by id; ``None`` for ids that are not tokens.
+
+    Args:
+        tokenizer: a transformers fast tokenizer or a ``tokenizers.Tokenizer``.
+
+    Returns:
+        a list of length ``max id + 1``. Added tokens use their content (``special`` as the tokenizer marks them).
+    """
+    backend = backend_of(tokenizer)
+    scheme = scheme_of(tokenizer)
+    vocab = backend.get_vocab(with_added_tokens=False)
+    added = backend.get_added_tokens_decoder()
+    size = max([*vocab.values(), *added.keys(), -1]) + 1
+    forms: list[CanonicalToken | None] = [None] * size
+    for piece, token_id in vocab.items():
+        forms[token_id] = canonical_piece(piece, scheme)
+    for token_id, added_token in added.items():
+        content = added_token.content.encode("utf-8")
+        if added_token.special:
+            forms[token_id] = CanonicalToken(content, False, True)
+        else:
+            forms[token_id] = _from_bytes(content)
+    return forms
+
+
+def byte_piece_ids(tokenizer: Any) -> set[int]:
+    """Ids of sentencepiece byte-fallback pieces (``<0xNN>``); empty for other tokenizers."""
+    scheme = scheme_of(tokenizer)
+    if scheme.spelling != "metaspace" or not scheme.byte_fallback:
+        return set()
+    vocab = backend_of(tokenizer).get_vocab(with_added_tokens=False)
+    return {token_id for piece, token_id in vocab.items() if BYTE_PIECE.match(piece)}
+
+
+def byte_token_ids(tokenizer: Any) -> dict[int, int]:
+    """For each byte value 0..255, the id of the token that is exactly that byte, where one exists.
+
+    Byte-level BPE has the whole alphabet as base tokens; sentencepiece with byte fallback has ``<0xNN>``
+    pieces; WordPiece and sentencepiece without byte fallback have none (an empty or partial dict).
+    """
+    scheme = scheme_of(tokenizer)
+    vocab = backend_of(tokenizer).get_vocab(with_added_tokens=False)
+    found: dict[int, int] = {}
+    for byte in range(256):
+        if scheme.spelling == "bytelevel":
+            piece = bytes_to_unicode()[byte]
+        elif scheme.spelling == "metaspace" and scheme.byte_fallback:
+            piece = f"<0x{byte:02X}>"
+        else:
+            continue
+        if piece in vocab:
+            found[byte] = vocab[piece]
+    return found
+
+
+def canonical_index(tokenizer: Any, forms: Sequence[CanonicalToken | None] | None = None) -> dict[CanonicalToken, int]:
+    """Canonical form -> token id, one id per form.
+
+    When a tokenizer spells the same bytes twice (Gemma has both ``A`` and ``<0x41>``), the regular piece wins
+    over the byte-fallback piece because it is the one the tokenizer emits; otherwise the lowest id wins.
+    """
+    forms = canonical_tokens(tokenizer) if forms is None else forms
+    byte_pieces = byte_piece_ids(tokenizer)
+    index: dict[CanonicalToken, int] = {}
+    for token_id, form in enumerate(forms):
+        if form is not None and token_id not in byte_pieces:
+            index.setdefault(form, token_id)
+    for token_id in sorted(byte_pieces):
+        form = forms[token_id]
+        if form is not None:
+            index.setdefault(form, token_id)
+    return index
+
+
+def special_role_ids(tokenizer: Any) -> dict[str, int]:
+    """The ids of the bos, eos, pad and unk tokens the tokenizer declares (roles it lacks are left out)."""
+    roles: dict[str, int] = {}
+    for role in SPECIAL_ROLES:
+        token_id = getattr(tokenizer, f"{role}_token_id", None)
+        if isinstance(token_id, int):
+            roles[role] = token_id
+    return roles

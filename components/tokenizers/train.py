@@ -1,0 +1,199 @@
+"""Train a target tokenizer of any kind real models use, saved so ``AutoTokenizer.from_pretrained`` loads it offline.
+
+Kinds: ``bytelevel-bpe`` (GPT-2 / Llama-3 / SmolLM2 style, ``tokenizers``), ``spm-bpe`` and ``spm-unigram``
+(sentencepiece with byte fallback, Gemma layout; "Design choices" §3.1 trains a BPE sentencepiece tokenizer),
+``wordpiece`` (BERT-like helper models, ``tokenizers``). Same inputs and seed give byte-identical files.
+
+``like=source_tokenizer`` makes the result able to replace the source's vocabulary (PITFALLS 9): it carries the
+source's special and added tokens (at the first ids), bos/eos/pad/unk roles, chat template and bos/eos insertion.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from vocadapt.components.tokenizers._wrap import SpecialTokenPlan, plan_special_tokens, wrap_fast
+
+KINDS = ("bytelevel-bpe", "spm-bpe", "spm-unigram", "wordpiece")
+
+
+def iter_corpus_lines(corpus_files: Sequence[str | Path], max_lines: int | None = None) -> Iterator[str]:
+    """Non-empty lines of the files, in order, at most ``max_lines`` of them."""
+    missing = [str(path) for path in corpus_files if not Path(path).is_file()]
+    if missing:
+        raise FileNotFoundError(f"corpus file(s) not found: {', '.join(missing)}; pass existing text files")
+
+    def lines() -> Iterator[str]:
+        for path in corpus_files:
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    line = line.rstrip("\n")
+                    if line.strip():
+                        yield line
+
+    return itertools.islice(lines(), max_lines)
+
+
+def train_tokenizer(
+    corpus_files: Sequence[str | Path],
+    kind: str,
+    vocab_size: int,
+    out_dir: str | Path,
+    *,
+    min_frequency: int = 2,
+    special_tokens: Sequence[str] | None = None,
+    max_lines: int | None = None,
+    seed: int = 0,
+    character_coverage: float | None = None,
+    like: Any = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+):
+    """Train a tokenizer on text files and save it to ``out_dir``; returns the loaded fast tokenizer.
+
+    Args:
+        corpus_files: UTF-8 text files, one document or paragraph per line.
+        kind: one of ``KINDS``.
+        vocab_size: total size including special tokens (sentencepiece's 256 byte pieces count too).
+        out_dir: folder to write; it must not exist or be empty unless ``overwrite``.
+        min_frequency: pairs seen fewer times are not merged (tokenizers' trainers).
+        special_tokens: extra special tokens after the kind's (or ``like``'s) own.
+        max_lines: train on the first N non-empty lines only.
+        seed: sentencepiece's random seed (the other trainers are deterministic).
+        character_coverage: sentencepiece's share of characters kept as pieces (default 0.9995).
+        like: a source tokenizer whose special tokens, chat template and bos/eos settings to carry.
+    """
+    lines = iter_corpus_lines(corpus_files, max_lines)
+    return train_tokenizer_from_iterator(
+        lines, kind, vocab_size, out_dir, min_frequency=min_frequency, special_tokens=special_tokens,
+        seed=seed, character_coverage=character_coverage, like=like, overwrite=overwrite,
+        show_progress=show_progress,
+    )  # fmt: skip
+
+
+def train_tokenizer_from_dataset(dataset: Any, out_dir: str | Path, *, text_column: str = "text", **options):
+    """Train on an HF ``datasets.Dataset`` (or any iterable of dicts) column; options as :func:`train_tokenizer`."""
+    max_lines = options.pop("max_lines", None)
+    kind, vocab_size = options.pop("kind"), options.pop("vocab_size")
+    texts = (row[text_column] for row in dataset)
+    lines = itertools.islice((text for text in texts if text and text.strip()), max_lines)
+    return train_tokenizer_from_iterator(lines, kind, vocab_size, out_dir, **options)
+
+
+def train_tokenizer_from_iterator(
+    lines: Iterable[str],
+    kind: str,
+    vocab_size: int,
+    out_dir: str | Path,
+    *,
+    min_frequency: int = 2,
+    special_tokens: Sequence[str] | None = None,
+    seed: int = 0,
+    character_coverage: float | None = None,
+    like: Any = None,
+    overwrite: bool = False,
+    show_progress: bool = True,
+):
+    """Train on an iterable of texts; see :func:`train_tokenizer`. Writes ``out_dir`` atomically."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out_dir} exists and is not empty; choose another folder or pass overwrite")
+    plan = plan_special_tokens(like, kind, special_tokens)
+    if vocab_size <= len(plan.tokens) + (256 if kind.startswith("spm") else 0):
+        raise ValueError(f"vocab_size {vocab_size} is too small for kind {kind!r}: raise it above the base alphabet")
+    lines = _with_progress(lines, show_progress)
+    if kind.startswith("spm"):
+        backend = _train_spm(lines, kind, vocab_size, plan, seed, character_coverage)
+    else:
+        backend = _train_hf(lines, kind, vocab_size, plan, min_frequency, show_progress)
+    fast = wrap_fast(backend, plan, like)
+    _save_atomically(fast, out_dir, overwrite)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(out_dir))
+
+
+def _with_progress(lines: Iterable[str], show_progress: bool) -> Iterator[str]:
+    from tqdm.auto import tqdm
+
+    return iter(tqdm(lines, desc="reading corpus", unit=" lines", disable=not show_progress, mininterval=1.0))
+
+
+def _train_hf(lines, kind: str, vocab_size: int, plan: SpecialTokenPlan, min_frequency: int, show_progress: bool):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    if kind == "bytelevel-bpe":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=plan.tokens,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=show_progress,
+        )  # fmt: skip
+    else:
+        tokenizer = Tokenizer(models.WordPiece(unk_token=plan.roles.get("unk", "[UNK]")))
+        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=plan.tokens,
+            show_progress=show_progress,
+        )  # fmt: skip
+    tokenizer.train_from_iterator(lines, trainer=trainer)
+    return tokenizer
+
+
+def _train_spm(lines, kind: str, vocab_size: int, plan: SpecialTokenPlan, seed: int, coverage: float | None):
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    from vocadapt.components.tokenizers._spm import tokenizer_from_spm_proto
+
+    unk = plan.roles.get("unk", "<unk>")
+    controls = [token for token in plan.tokens if token != unk]
+    spm.set_random_generator_seed(seed)
+    model = tempfile.SpooledTemporaryFile()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=lines,
+        model_writer=model,
+        model_type="bpe" if kind == "spm-bpe" else "unigram",
+        vocab_size=vocab_size,
+        character_coverage=0.9995 if coverage is None else coverage,
+        byte_fallback=True,
+        unk_id=0, unk_piece=unk, bos_id=-1, eos_id=-1, pad_id=-1,
+        control_symbols=controls,
+        add_dummy_prefix=False,  # Gemma layout: no invented space, exact round trips
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
+        max_sentence_length=1 << 16,
+        shuffle_input_sentence=False,
+        hard_vocab_limit=False,
+        num_threads=1,  # one thread: the same corpus gives the same model
+        minloglevel=2,
+    )  # fmt: skip
+    model.seek(0)
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read())
+    return tokenizer_from_spm_proto(proto)
+
+
+def _save_atomically(fast, out_dir: Path, overwrite: bool) -> None:
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        fast.save_pretrained(str(staging))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
