@@ -1,0 +1,229 @@
+"""The ``evaluate`` pipeline: score a model on a suite, measure generation side by side with its source model,
+compare embedding structure, and log every number to MLflow.
+
+Reads top to bottom: resolve the model (a folder or ``models:/name@alias``) and the suite, build the tasks, then
+(1) lm-eval benchmarks (cloze ``acc_bytes``, translation chrF), (2) bits per byte on held-out text, (3) generation
+throughput, %Gen and speed-up against ``compare_to`` on the same prompts, (4) embedding similarity, (5) report.
+
+Metric names (one evaluation run per call, in the model's experiment):
+
+- ``benchmark.<task>.<metric>`` and, with ``compare_to``, ``source_model.benchmark.<task>.<metric>`` (the names
+  the registry's promotion gates read); when the model is a registered version they are also logged on the
+  version's own run, so ``vocadapt promote`` sees them;
+- ``bpb.<lang>`` / ``source_model.bpb.<lang>``; ``parameters.*`` / ``source_model.parameters.*``;
+- ``generation.<task>.<rate|chrf|percent_generated_new>``, ``source_model.generation.<task>.*``,
+  ``speed_up.<task>.<rate>`` and ``speed_up.<rate>`` over all generation tasks;
+- ``similarity.<a>__<b>``, with ``similarity/similarity.{json,png}`` artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from vocadapt.platform.commands._errors import UserError
+from vocadapt.platform.evaluation.suites import SuiteConfig, load_suite
+from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
+
+DEFAULT_EXPERIMENT = "vocadapt"
+
+
+@dataclass
+class EvaluationRequest:
+    model: str  # a model folder or models:/name@alias
+    suite: str = "offline"
+    compare_to: str | None = None  # the source model folder, for side-by-side generation and benchmarks
+    helper: str | None = None  # a model using the target tokenizer, for embedding similarity (SAVA §6)
+    similar_to: list[str] = field(default_factory=list)  # other adapted models for inter-model similarity
+    suite_overrides: dict[str, str] = field(default_factory=dict)
+    experiment: str | None = None  # default: the registered model's experiment, else "vocadapt"
+    tracking_uri: str | None = None
+    work_dir: Path | None = None  # where tasks and artifacts are built (default: a temporary folder)
+    held_out: Any = None  # HeldOutData; default: the embedded corpora's test split
+
+
+@dataclass
+class EvaluationResult:
+    run_id: str
+    experiment_id: str
+    metrics: dict[str, float]
+    model_dir: Path
+    lineage: dict[str, str]
+
+
+@dataclass
+class ResolvedModel:
+    path: Path
+    lineage: dict[str, str]  # tags linking the evaluation to the model version
+    version_run_id: str | None = None
+    experiment_id: str | None = None
+
+
+def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> EvaluationResult:
+    console = console or Console()
+    # ---- setup: every input is checked before a run is opened
+    suite = load_suite(request.suite, request.suite_overrides)
+    tracking_uri = resolve_tracking_uri(request.tracking_uri)
+    work_dir = Path(request.work_dir or tempfile.mkdtemp(prefix="vocadapt-evaluate-"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    resolved = resolve_model(request.model, tracking_uri, work_dir / "model")
+    others = {"source_model": request.compare_to, "helper": request.helper}
+    for role, path in [*others.items(), *((f"similar_to[{i}]", p) for i, p in enumerate(request.similar_to))]:
+        if path is not None and not Path(path).is_dir():
+            raise UserError(f"{role}: {path} is not a model folder; pass a folder with config.json and weights")
+    tasks = _build_tasks(suite, request, work_dir, console)
+    tracker = Tracker(tracking_uri, request.experiment or _experiment_name(tracking_uri, resolved))
+
+    lineage = resolved.lineage | {"vocadapt.suite": suite.name, "vocadapt.suite_version": str(suite.version),
+                                  "vocadapt.evaluation_commit": git_commit()}
+    if request.compare_to:
+        lineage["vocadapt.compared_to"] = str(request.compare_to)
+    with tracker.run(f"evaluate/{suite.name}/{_short_name(resolved)}", tags=lineage) as run:
+        run_id = run.info.run_id
+        tracker.log_params(run_id, {"suite": suite.name, "model": request.model, **_flat_suite(suite)})
+        metrics = _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console)
+        tracker.log_dict(run_id, {"metrics": metrics, "lineage": lineage}, "evaluation.json")
+    if resolved.version_run_id:
+        _log_to_version_run(tracker, resolved.version_run_id, metrics)
+    _print_summary(metrics, console)
+    if request.work_dir is None:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return EvaluationResult(run_id, tracker.experiment_id, metrics, resolved.path, lineage)
+
+
+def resolve_model(reference: str, tracking_uri: str, download_dir: Path) -> ResolvedModel:
+    """A folder as it is; ``models:/name@alias`` (or ``models:/name/version``) downloaded from the registry."""
+    if not reference.startswith("models:/"):
+        path = Path(reference)
+        if not (path / "config.json").is_file():
+            raise UserError(f"--model {reference}: not a model folder (no config.json); pass a folder saved with "
+                            "save_pretrained or models:/<name>@<alias>")
+        return ResolvedModel(path, {"vocadapt.model_path": str(path.resolve())})
+    from mlflow.artifacts import download_artifacts
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    name, _, selector = reference.removeprefix("models:/").partition("@")
+    try:
+        if selector:
+            version = client.get_model_version_by_alias(name, selector)
+        else:
+            name, _, number = name.partition("/")
+            version = client.get_model_version(name, number)
+    except Exception as error:  # noqa: BLE001 - mlflow raises its own kinds for unknown names and aliases
+        raise UserError(f"--model {reference}: not found in the registry at {tracking_uri} ({error}); list "
+                        "models with `mlflow models` or check MLFLOW_TRACKING_URI") from error
+    shutil.rmtree(download_dir, ignore_errors=True)
+    local = Path(download_artifacts(artifact_uri=version.source, dst_path=str(download_dir),
+                                    tracking_uri=tracking_uri))
+    lineage = {key: value for key, value in version.tags.items() if key.startswith("vocadapt.")}
+    lineage |= {"vocadapt.registered_model": name, "vocadapt.model_version": str(version.version),
+                "vocadapt.model_alias": selector or "", "vocadapt.model_uri": reference,
+                "vocadapt.version_run_id": version.run_id or ""}
+    experiment_id = client.get_run(version.run_id).info.experiment_id if version.run_id else None
+    return ResolvedModel(local, lineage, version.run_id, experiment_id)
+
+
+def _experiment_name(tracking_uri: str, resolved: ResolvedModel) -> str:
+    if resolved.experiment_id is None:
+        return DEFAULT_EXPERIMENT
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri).get_experiment(resolved.experiment_id).name
+
+
+def _short_name(resolved: ResolvedModel) -> str:
+    if "vocadapt.registered_model" in resolved.lineage:
+        return f"{resolved.lineage['vocadapt.registered_model']}-v{resolved.lineage['vocadapt.model_version']}"
+    return resolved.path.name
+
+
+def _build_tasks(suite: SuiteConfig, request: EvaluationRequest, work_dir: Path, console: Console):
+    if suite.kind == "cluster":
+        return None
+    from vocadapt.platform.evaluation.offline_tasks import HeldOutData, build_offline_tasks
+
+    languages = sorted({*suite.cloze.languages, *(lang for pair in suite.translation.directions for lang in pair)})
+    held_out = request.held_out or HeldOutData.from_embedded(languages)
+    console.rule(f"[bold]tasks: suite {suite.name} v{suite.version}")
+    return build_offline_tasks(suite, held_out, work_dir / "tasks")
+
+
+def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console) -> dict[str, float]:
+    from vocadapt.platform.evaluation.steps import (
+        bits_per_byte_step,
+        generation_step,
+        harness_step,
+        load_model,
+        parameter_counts,
+        similarity_step,
+    )
+
+    metrics: dict[str, float] = {}
+    model, tokenizer = load_model(resolved.path)
+    source = load_model(Path(request.compare_to)) if request.compare_to else None
+    contenders = [("", model, tokenizer)] + ([("source_model.", *source)] if source else [])
+    for prefix, candidate, candidate_tokenizer in contenders:
+        console.rule(f"[bold]benchmarks {prefix or 'model'}")
+        step = parameter_counts(candidate)
+        step |= harness_step(suite, candidate, candidate_tokenizer, tasks)
+        step |= bits_per_byte_step(suite, candidate, candidate_tokenizer, request.held_out, tasks)
+        metrics |= {f"{prefix}{key}": value for key, value in step.items()}
+        tracker.log_metrics(run_id, {f"{prefix}{key}": value for key, value in step.items()})
+    if tasks is not None and tasks.translation_tasks:
+        console.rule(f"[bold]generation ({suite.generation.backend})")
+        step = generation_step(suite, tasks, resolved.path, model, tokenizer, request.compare_to, source,
+                               work_dir, console)
+        metrics |= step
+        tracker.log_metrics(run_id, step)
+    peers = {"helper": request.helper, **{Path(p).name: p for p in request.similar_to}}
+    peers = {name: path for name, path in peers.items() if path}
+    if peers:
+        console.rule("[bold]embedding similarity")
+        step, artifacts = similarity_step(suite, _short_name(resolved), model, tokenizer, peers, work_dir)
+        metrics |= step
+        tracker.log_metrics(run_id, step)
+        for path in artifacts:
+            tracker.log_artifact(run_id, path, "similarity")
+    return metrics
+
+
+def _log_to_version_run(tracker: Tracker, version_run_id: str, metrics: dict[str, float]) -> None:
+    """The promotion gates read the version's run: give it the benchmark scores (and the source's)."""
+    gated = {key: value for key, value in metrics.items()
+             if key.startswith(("benchmark.", "source_model.benchmark.")) and not key.endswith("_stderr")}
+    tracker.log_metrics(version_run_id, gated)
+
+
+def _flat_suite(suite: SuiteConfig) -> dict[str, Any]:
+    flat = {}
+    for section, values in suite.model_dump(mode="json").items():
+        if isinstance(values, dict):
+            flat |= {f"suite.{section}.{key}": value for key, value in values.items()}
+        else:
+            flat[f"suite.{section}"] = values
+    return flat
+
+
+def _print_summary(metrics: dict[str, float], console: Console) -> None:
+    from rich.table import Table
+
+    table = Table(title="Evaluation")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key in sorted(metrics):
+        if key.endswith("_stderr"):
+            continue
+        table.add_row(key, f"{metrics[key]:.4f}")
+    console.print(table)
+
+
+def summary_json(result: EvaluationResult) -> str:
+    return json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id, "metrics": result.metrics,
+                       "lineage": result.lineage}, indent=2, sort_keys=True)
