@@ -6,9 +6,11 @@ token loses the word-start space of sentencepiece pieces and turns partial UTF-8
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -120,20 +122,44 @@ def scheme_of(tokenizer: Any) -> Scheme:
     return Scheme(model=kind, spelling=spelling, byte_fallback=bool(byte_fallback), continuing_prefix=prefix)
 
 
-def piece_encoder(tokenizer: Any) -> Tokenizer:
-    """A copy of the backend that encodes a token's text without adding anything of its own.
+@contextlib.contextmanager
+def piece_encoding(tokenizer: Any) -> Iterator[Tokenizer]:
+    """The backend, set up to encode a token's text without adding anything of its own, then restored.
 
     Sentencepiece-style tokenizers prepend '▁' to the input (a ``Prepend`` normalizer or Metaspace's
     ``prepend_scheme``) and byte-level ones may add a prefix space; for a continuation piece such as "llo" that
-    would invent a word start that is not in the text. The post-processor (bos/eos) is dropped as well.
+    would invent a word start that is not in the text. Padding and truncation are switched off too. Only the
+    small components are swapped (serialising a 262K vocabulary to copy the backend takes seconds).
+    Call ``encode_batch(texts, add_special_tokens=False)`` on the yielded tokenizer.
     """
-    data = backend_json(tokenizer)
-    data["normalizer"] = _without_prepend(data.get("normalizer"))
-    data["pre_tokenizer"] = _without_prefix_space(data.get("pre_tokenizer"))
-    data["post_processor"] = None
-    data["truncation"] = None
-    data["padding"] = None
-    return Tokenizer.from_str(json.dumps(data))
+    backend = backend_of(tokenizer)
+    normalizer = _component_json(backend.normalizer)
+    pre_tokenizer = _component_json(backend.pre_tokenizer)
+    plain_normalizer, plain_pre_tokenizer = _without_prepend(normalizer), _without_prefix_space(pre_tokenizer)
+    saved = (backend.normalizer, backend.pre_tokenizer, backend.padding, backend.truncation)
+    try:
+        if plain_normalizer != normalizer or plain_pre_tokenizer != pre_tokenizer:
+            components = _components_from_json(plain_normalizer, plain_pre_tokenizer)
+            backend.normalizer, backend.pre_tokenizer = components.normalizer, components.pre_tokenizer
+        backend.no_padding()
+        backend.no_truncation()
+        yield backend
+    finally:
+        backend.normalizer, backend.pre_tokenizer = saved[0], saved[1]
+        if saved[2] is not None:
+            backend.enable_padding(**saved[2])
+        if saved[3] is not None:
+            backend.enable_truncation(**saved[3])
+
+
+def _components_from_json(normalizer: Any, pre_tokenizer: Any) -> Tokenizer:
+    """A throwaway tokenizer holding the given components (the Python API has no from_json for them)."""
+    empty = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": normalizer,
+        "pre_tokenizer": pre_tokenizer, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"},
+    }  # fmt: skip
+    return Tokenizer.from_str(json.dumps(empty))
 
 
 def _without_prepend(node: Any) -> Any:

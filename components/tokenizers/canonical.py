@@ -81,30 +81,44 @@ def canonical_tokens(tokenizer: Any) -> list[CanonicalToken | None]:
     Returns:
         a list of length ``max id + 1``. Added tokens use their content (``special`` as the tokenizer marks them).
     """
+    return list(_analyse(tokenizer)[0])
+
+
+def byte_piece_ids(tokenizer: Any) -> frozenset[int]:
+    """Ids of sentencepiece byte-fallback pieces (``<0xNN>``); empty for other tokenizers."""
+    return _analyse(tokenizer)[1]
+
+
+# id(backend) -> (backend, fingerprint, forms, byte piece ids). The backend is held so that its id is not reused;
+# a 262K vocabulary takes seconds to read, and the initialisers ask about the same tokenizers many times.
+_ANALYSES: dict[int, tuple[Any, tuple, tuple[CanonicalToken | None, ...], frozenset[int]]] = {}
+
+
+def _analyse(tokenizer: Any) -> tuple[tuple[CanonicalToken | None, ...], frozenset[int]]:
     backend = backend_of(tokenizer)
     scheme = scheme_of(tokenizer)
+    size = backend.get_vocab_size(with_added_tokens=True)
+    fingerprint = (scheme, size, backend.id_to_token(size - 1), backend.id_to_token(0))
+    cached = _ANALYSES.get(id(backend))
+    if cached is not None and cached[0] is backend and cached[1] == fingerprint:
+        return cached[2], cached[3]
     vocab = backend.get_vocab(with_added_tokens=False)
     added = backend.get_added_tokens_decoder()
-    size = max([*vocab.values(), *added.keys(), -1]) + 1
-    forms: list[CanonicalToken | None] = [None] * size
+    forms: list[CanonicalToken | None] = [None] * (max([*vocab.values(), *added.keys(), -1]) + 1)
+    byte_pieces = set()
     for piece, token_id in vocab.items():
         forms[token_id] = canonical_piece(piece, scheme)
+        if scheme.byte_fallback and scheme.spelling == "metaspace" and BYTE_PIECE.match(piece):
+            byte_pieces.add(token_id)
     for token_id, added_token in added.items():
         content = added_token.content.encode("utf-8")
-        if added_token.special:
-            forms[token_id] = CanonicalToken(content, False, True)
-        else:
-            forms[token_id] = _from_bytes(content)
-    return forms
-
-
-def byte_piece_ids(tokenizer: Any) -> set[int]:
-    """Ids of sentencepiece byte-fallback pieces (``<0xNN>``); empty for other tokenizers."""
-    scheme = scheme_of(tokenizer)
-    if scheme.spelling != "metaspace" or not scheme.byte_fallback:
-        return set()
-    vocab = backend_of(tokenizer).get_vocab(with_added_tokens=False)
-    return {token_id for piece, token_id in vocab.items() if BYTE_PIECE.match(piece)}
+        forms[token_id] = CanonicalToken(content, False, True) if added_token.special else _from_bytes(content)
+        byte_pieces.discard(token_id)
+    if len(_ANALYSES) >= 8:
+        _ANALYSES.pop(next(iter(_ANALYSES)))
+    entry = (backend, fingerprint, tuple(forms), frozenset(byte_pieces))
+    _ANALYSES[id(backend)] = entry
+    return entry[2], entry[3]
 
 
 def byte_token_ids(tokenizer: Any) -> dict[int, int]:
@@ -134,7 +148,7 @@ def canonical_index(tokenizer: Any, forms: Sequence[CanonicalToken | None] | Non
     When a tokenizer spells the same bytes twice (Gemma has both ``A`` and ``<0x41>``), the regular piece wins
     over the byte-fallback piece because it is the one the tokenizer emits; otherwise the lowest id wins.
     """
-    forms = canonical_tokens(tokenizer) if forms is None else forms
+    forms = _analyse(tokenizer)[0] if forms is None else forms
     byte_pieces = byte_piece_ids(tokenizer)
     index: dict[CanonicalToken, int] = {}
     for token_id, form in enumerate(forms):

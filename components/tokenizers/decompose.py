@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from vocadapt.components.tokenizers._backend import piece_encoder
+from vocadapt.components.tokenizers._backend import piece_encoding
 from vocadapt.components.tokenizers.canonical import (
     CanonicalToken,
     byte_token_ids,
@@ -28,7 +28,10 @@ Segment = tuple[str, str | int]
 
 def _segments(form: CanonicalToken) -> list[Segment]:
     """Split a token's bytes into runs of valid UTF-8 text and single stray bytes."""
-    decoded = form.text_bytes.decode("utf-8", errors="surrogateescape")
+    try:
+        return [("text", form.text_bytes.decode("utf-8"))]
+    except UnicodeDecodeError:
+        decoded = form.text_bytes.decode("utf-8", errors="surrogateescape")
     segments: list[Segment] = []
     run = []
     for character in decoded:
@@ -91,11 +94,11 @@ def source_pieces(
         texts.extend(text for kind, text in segments if kind == "text")
         plans.append(segments)
 
-    encoder = piece_encoder(source_tokenizer)
     encoded: list[list[int]] = []
-    for start in range(0, len(texts), batch_size):
-        batch = encoder.encode_batch(texts[start : start + batch_size], add_special_tokens=False)
-        encoded.extend(encoding.ids for encoding in batch)
+    with piece_encoding(source_tokenizer) as encoder:
+        for start in range(0, len(texts), batch_size):
+            batch = encoder.encode_batch_fast(texts[start : start + batch_size], add_special_tokens=False)
+            encoded.extend(encoding.ids for encoding in batch)
 
     cursor = iter(encoded)
     result: list[list[int]] = []
