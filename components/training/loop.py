@@ -56,6 +56,7 @@ class _Run:
     world_size: int
     eval_documents: dict[str, list[str]]
     checkpoint_hook: CheckpointHook | None
+    step_hook: Callable[[int, dict], None] | None
     total_steps: int
     flops_per_token: float
     peak_flops: float | None
@@ -69,12 +70,14 @@ class _Run:
 def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings, logger: MetricLogger | None = None, *,
                checkpoint_hook: CheckpointHook | None = None, resume_state: str | Path | None = None,
                eval_documents: dict[str, list[str]] | None = None,
-               engine_factory: EngineFactory | None = None) -> LaptResult:
+               engine_factory: EngineFactory | None = None,
+               step_hook: Callable[[int, dict], None] | None = None) -> LaptResult:
     """Continue pre-training ``model`` on the mixed, packed ``data``; see the package docstring for the rest.
 
     settings: LaptSettings, the config's ``lapt`` section, or a mapping. checkpoint_hook(step, write, metrics) is
     called every ``checkpoint_every`` steps; ``write(directory)`` saves weights, optimizer, scheduler, data position
     and RNG there. resume_state: a directory ``write`` filled; training continues after its step.
+    step_hook(step, metrics) runs on every rank after every optimizer step (progress bars, fault injection).
     """
     settings = LaptSettings.from_any(settings)
     rank, world_size = _topology()
@@ -84,7 +87,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings, logger: Me
     run = _Run(settings, lm, module, tokenizer,
                PackedMixture(data, tokenizer, mixing=settings.mixing, sequence_length=settings.sequence_length,
                              seed=settings.seed, rank=rank, world_size=world_size),
-               logger or NullLogger(), rank, world_size, eval_documents or {}, checkpoint_hook,
+               logger or NullLogger(), rank, world_size, eval_documents or {}, checkpoint_hook, step_hook,
                settings.total_steps(world_size), flops_per_token(base_causal_lm(lm), settings.sequence_length),
                settings.peak_flops or detect_peak_flops())
     resume_state = Path(resume_state) if resume_state else None
@@ -125,12 +128,15 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
         run.step += 1
         last = run.step == run.total_steps
         evaluate = bool(run.settings.eval_every and run.step % run.settings.eval_every == 0 or last)
-        if evaluate:
+        # ZeRO-3 gathers parameters in every forward, so all ranks evaluate; otherwise rank 0 alone does
+        if evaluate and (run.rank == 0 or getattr(engine, "forward_needs_all_ranks", False)):
             metrics.update(_evaluate(run))
         if run.step % run.settings.log_every == 0 or last or evaluate:
             run.history.append((run.step, metrics))
             if run.rank == 0:
                 run.logger.log_metrics(metrics, step=run.step)
+        if run.step_hook:
+            run.step_hook(run.step, metrics)
         if run.checkpoint_hook and run.settings.checkpoint_every and run.step % run.settings.checkpoint_every == 0:
             run.checkpoint_hook(run.step, lambda directory: _write_checkpoint(run, engine, Path(directory)), metrics)
 
@@ -169,7 +175,7 @@ def _train_step(run: _Run, engine, stage: Stage) -> dict[str, float]:
 
 
 def _evaluate(run: _Run) -> dict[str, float]:
-    """Held-out bits per byte per stream, on every rank (ZeRO-3 needs all ranks in each forward)."""
+    """Held-out bits per byte per stream."""
     settings = run.settings
     scores = {f"bits_per_byte_{name}": bits_per_byte(run.lm, run.tokenizer, docs, max_length=settings.eval_max_length,
                                                      batch_size=settings.eval_batch_size)

@@ -1,0 +1,285 @@
+"""LAPT on Ray Train V2: the loop of ``components.training`` inside ``TorchTrainer`` workers.
+
+Each worker loads the model and tokenizer from disk, reads its shard of the mixed text, and runs ``train_lapt``
+under the process group Ray set up (gloo on CPU, NCCL on GPU), with DeepSpeed when the config asks. Checkpoints go
+to ``storage_path/run_name`` through ``ray.train.report``: every rank writes its own files (loop state, data
+position, RNG; DeepSpeed's optimizer shards) into the same checkpoint folder. A killed worker makes Ray restart the
+group (``FailureConfig``) and every worker resumes from the latest checkpoint; a rerun with the same run name and
+storage path resumes the same way. Rank 0 logs metrics into the MLflow run the pipeline opened, skipping steps that
+run already holds, so a resumed run continues the curve instead of repeating it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vocadapt.platform.config_sections import ConfigError, LaptSection
+
+METRIC_PREFIX = "lapt_"
+
+
+@dataclass
+class LaptRunResult:
+    """What a Ray LAPT run leaves: the trained model folder (safetensors + tokenizer) and its metrics.
+
+    Also readable as a mapping (``result["model_dir"]``)."""
+
+    model_dir: Path
+    history: list[tuple[int, dict[str, float]]]
+    bits_per_byte: dict[str, float]  # stream -> held-out bits per byte after the last step
+    steps: int
+    tokens: int
+    trainable_parameters: dict[str, int]
+    tokens_per_second: float  # median over logged steps, all workers, real tokens only
+    checkpoint_path: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def series(self, name: str) -> list[tuple[int, float]]:
+        return [(step, metrics[name]) for step, metrics in self.history if name in metrics]
+
+
+class MlflowRunLogger:
+    """The ``MetricLogger`` protocol writing into one existing MLflow run with ``MlflowClient.log_batch``.
+
+    Used inside Ray workers, where no active run exists (and must not: an ``MLFLOW_RUN_ID`` leaked from ``mlflow
+    run`` is cleared by the worker). Steps at or below the last step the run already holds for ``<prefix>loss``
+    are skipped: after a resume they were logged before the failure, and logging them again would count them
+    twice."""
+
+    def __init__(self, tracking_uri: str, run_id: str, prefix: str = METRIC_PREFIX) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.client, self.run_id, self.prefix = MlflowClient(tracking_uri), run_id, prefix
+        history = self.client.get_metric_history(run_id, f"{prefix}loss")
+        self.logged_up_to = max((metric.step for metric in history), default=0)
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        from mlflow.entities import Metric
+
+        if step is not None and step <= self.logged_up_to:
+            return
+        timestamp = int(time.time() * 1000)
+        batch = [Metric(f"{self.prefix}{key}", float(value), timestamp, step or 0) for key, value in metrics.items()]
+        self.client.log_batch(self.run_id, metrics=batch)
+
+
+def init_ray(num_cpus: int = 2) -> None:
+    """Connect to the cluster in ``RAY_ADDRESS`` or start a local one; a second call in the process is a no-op."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(include_dashboard=False)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True)
+
+
+def lapt_section(settings: Any) -> LaptSection:
+    if isinstance(settings, LaptSection):
+        return settings
+    try:
+        return LaptSection.model_validate(settings if isinstance(settings, dict) else settings.model_dump())
+    except Exception as error:  # pydantic's message names the field
+        raise ConfigError(f"invalid LAPT settings: {error}") from error
+
+
+def run_lapt_on_ray(
+    model_dir: str | Path, tokenizer_dir: str | Path, settings: Any, *, target_files: list[str | Path],
+    source_files: list[str | Path] | None = None, eval_documents: dict[str, list[str]] | None = None,
+    output_dir: str | Path, run_name: str, storage_path: str | Path | None = None, seed: int = 0,
+    tracking_uri: str | None = None, mlflow_run_id: str | None = None, _fault_injection: dict | None = None,
+) -> LaptRunResult:
+    """Continue pre-training the model in ``model_dir`` on Ray Train; returns the trained model folder and metrics.
+
+    settings: the config's ``lapt`` section (or a mapping of its fields). target_files / source_files: the LAPT
+    text per stream (``settings.train_files`` wins when set). The trained model is written to
+    ``output_dir/model``. ``_fault_injection`` ({rank, step, marker}) kills that worker once, for tests.
+    """
+    section = lapt_section(settings)
+    files = section.train_files or {"target": [str(p) for p in target_files],
+                                    "source": [str(p) for p in source_files or []]}
+    _check_files(files, section.mixing)
+    storage = Path(storage_path or section.storage_path or Path(output_dir) / "ray").resolve()
+    loop_config = {
+        "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
+        "settings": section.model_dump(mode="json"), "seed": seed, "train_files": files,
+        "eval_documents": eval_documents or {}, "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id,
+        "fault_injection": _fault_injection,
+    }
+    result = _fit(loop_config, section, run_name, storage)
+    return _collect(result, Path(output_dir))
+
+
+def _check_files(files: dict[str, list[str]], mixing: dict[str, float]) -> None:
+    for stream, share in mixing.items():
+        if share > 0 and not files.get(stream):
+            raise ConfigError(f"lapt.mixing gives {stream!r} a share of {share} but no {stream} training files "
+                              f"were given; list them (lapt.train_files.{stream}) or set its share to 0")
+    for stream, paths in files.items():
+        for path in paths:
+            if not Path(path).is_file():
+                raise ConfigError(f"LAPT {stream} file {path} does not exist; fix the path in the config")
+
+
+def _fit(loop_config: dict, section: LaptSection, run_name: str, storage: Path):
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    init_ray(num_cpus=max(2, section.num_workers))
+    passed_env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "VOCADAPT_"))}
+    trainer = TorchTrainer(
+        _lapt_worker,
+        train_loop_config=loop_config,
+        torch_config=TorchConfig(backend="nccl" if section.use_gpu else "gloo"),
+        scaling_config=ScalingConfig(num_workers=section.num_workers, use_gpu=section.use_gpu,
+                                     resources_per_worker=None if section.use_gpu else {"CPU": 1}),
+        run_config=RunConfig(
+            name=run_name, storage_path=str(storage),
+            checkpoint_config=CheckpointConfig(num_to_keep=2),
+            failure_config=FailureConfig(max_failures=section.max_failures),
+            worker_runtime_env={"env_vars": passed_env},
+        ),
+    )
+    result = trainer.fit()
+    if result.error is not None:
+        raise RuntimeError(f"LAPT run {run_name!r} failed: {result.error}") from result.error
+    return result
+
+
+def _collect(result, output_dir: Path) -> LaptRunResult:
+    model_dir = output_dir / "model"
+    with result.checkpoint.as_directory() as checkpoint:
+        summary = json.loads((Path(checkpoint) / "final.json").read_text(encoding="utf-8"))
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        shutil.copytree(Path(checkpoint) / "model", model_dir)
+    history = [(step, metrics) for step, metrics in summary["history"]]
+    speeds = sorted(m["tokens_per_second"] for _, m in history if "tokens_per_second" in m)
+    last_eval = next((m for _, m in reversed(history) if any(k.startswith("bits_per_byte_") for k in m)), {})
+    return LaptRunResult(
+        model_dir=model_dir, history=history,
+        bits_per_byte={k.removeprefix("bits_per_byte_"): v for k, v in last_eval.items()
+                       if k.startswith("bits_per_byte_")},
+        steps=summary["steps"], tokens=summary["tokens"], trainable_parameters=summary["trainable_parameters"],
+        tokens_per_second=speeds[len(speeds) // 2] if speeds else 0.0, checkpoint_path=result.checkpoint.path,
+    )
+
+
+def _lapt_worker(config: dict) -> None:
+    """One Ray Train worker: load, train (resuming from Ray's latest checkpoint), report the final model."""
+    os.environ.pop("MLFLOW_RUN_ID", None)  # `mlflow run` sets it in the driver; the worker must not inherit a run
+    import ray.train
+    import ray.train.torch
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vocadapt.components.metric_logging import NullLogger
+    from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+
+    rank = ray.train.get_context().get_world_rank()
+    settings = LaptSettings.from_any(config["settings"], seed=config["seed"])
+    tokenizer = AutoTokenizer.from_pretrained(config["tokenizer_dir"])
+    model = AutoModelForCausalLM.from_pretrained(config["model_dir"], dtype=torch.float32)
+    model.to(ray.train.torch.get_device())
+    data = LaptData.from_files(**config["train_files"])
+    logger = NullLogger()
+    if rank == 0 and config["tracking_uri"] and config["mlflow_run_id"]:
+        logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])
+    checkpoint = ray.train.get_checkpoint()
+    with checkpoint.as_directory() if checkpoint else nullcontext() as resume_dir:
+        if resume_dir and (Path(resume_dir) / "final.json").is_file():
+            return _report_again(Path(resume_dir), rank)  # a finished run rerun under its name
+        result = train_lapt(
+            model, tokenizer, data, settings, logger, checkpoint_hook=_report_checkpoint,
+            resume_state=resume_dir, eval_documents=config["eval_documents"],
+            engine_factory=_engine_factory(config["settings"], settings),
+            step_hook=_step_hook(rank, settings.total_steps(ray.train.get_context().get_world_size()),
+                                 config["fault_injection"]),
+        )
+    _report_final(result, tokenizer, rank)
+
+
+def _engine_factory(section: dict, settings):
+    if not section["deepspeed"]["enabled"]:
+        return None
+    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+
+    return deepspeed_engine_factory(section["deepspeed"], settings)
+
+
+def _step_hook(rank: int, total_steps: int, fault: dict | None):
+    """Rank 0 shows progress; a test may kill one worker once at a given step (the marker file makes it once)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total_steps, desc="LAPT", unit="step", disable=rank != 0)
+
+    def hook(step: int, metrics: dict) -> None:
+        bar.n = step
+        bar.set_postfix(loss=f"{metrics['loss']:.3f}", refresh=True)
+        if fault and rank == fault["rank"] and step == fault["step"] and not Path(fault["marker"]).exists():
+            Path(fault["marker"]).write_text(str(os.getpid()), encoding="utf-8")
+            os.kill(os.getpid(), 9)
+
+    return hook
+
+
+def _report_checkpoint(step: int, write, metrics: dict) -> None:
+    """Every rank writes its own files into a temporary folder; Ray merges them into one checkpoint per step."""
+    import ray.train
+
+    with tempfile.TemporaryDirectory() as folder:
+        write(Path(folder))
+        ray.train.report({"step": step, "loss": metrics["loss"]},
+                         checkpoint=ray.train.Checkpoint.from_directory(folder), checkpoint_dir_name=f"step-{step:06d}")
+
+
+def _report_final(result, tokenizer, rank: int) -> None:
+    """Rank 0 saves the trained model (safetensors) with its tokenizer and the metric history."""
+    import ray.train
+
+    with tempfile.TemporaryDirectory() as folder:
+        _save_model(result.model, tokenizer, Path(folder) / "model", rank)
+        if rank == 0:
+            summary = {"steps": result.steps, "tokens": result.tokens, "history": result.history,
+                       "trainable_parameters": result.trainable_parameters}
+            (Path(folder) / "final.json").write_text(json.dumps(summary), encoding="utf-8")
+        checkpoint = ray.train.Checkpoint.from_directory(folder) if rank == 0 else None
+        ray.train.report({"step": result.steps, "final": 1}, checkpoint=checkpoint, checkpoint_dir_name="final")
+
+
+def _save_model(model, tokenizer, folder: Path, rank: int) -> None:
+    """save_pretrained on rank 0; under ZeRO-3 every rank first takes part in gathering the full parameters."""
+    params = list(model.parameters())
+    gathered = nullcontext()
+    if any(hasattr(p, "ds_id") for p in params):
+        import deepspeed
+
+        gathered = deepspeed.zero.GatheredParameters(params, modifier_rank=None)
+    with gathered:
+        if rank == 0:
+            model.save_pretrained(folder, safe_serialization=True)
+            tokenizer.save_pretrained(folder)
+
+
+def _report_again(checkpoint: Path, rank: int) -> None:
+    import ray.train
+
+    with tempfile.TemporaryDirectory() as folder:
+        if rank == 0:
+            shutil.copytree(checkpoint, folder, dirs_exist_ok=True)
+        summary = json.loads((checkpoint / "final.json").read_text(encoding="utf-8"))
+        ray.train.report({"step": summary["steps"], "final": 1},
+                         checkpoint=ray.train.Checkpoint.from_directory(folder) if rank == 0 else None,
+                         checkpoint_dir_name="final")

@@ -1,0 +1,95 @@
+"""LAPT on Ray Train with two CPU workers: the results, MLflow, a killed worker, DeepSpeed ZeRO-2.
+
+One local Ray cluster serves the module; each run starts two workers (~10 s), so the runs here are few.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    from vocadapt.platform.ray_train import init_ray
+
+    init_ray(num_cpus=2)
+    init_ray(num_cpus=2)  # a second call in the same process is harmless
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A tiny model folder (with its tokenizer) and Italian / English text files."""
+    root = tmp_path_factory.mktemp("lapt-world")
+    tokenizer = make_tokenizer()
+    make_model(len(tokenizer)).save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    (root / "it.txt").write_text("\n".join(ITALIAN * 4), encoding="utf-8")
+    (root / "en.txt").write_text("\n".join(ENGLISH * 4), encoding="utf-8")
+    return root
+
+
+def _settings(**kwargs):
+    options = dict(max_steps=6, batch_size=4, sequence_length=16, learning_rate=1e-2, warmup_steps=1,
+                   num_workers=2, checkpoint_every=2, log_every=1, eval_every=3)
+    options.update(kwargs)
+    return options
+
+
+def _run(world, name, settings, **kwargs):
+    from vocadapt.platform.ray_train import run_lapt_on_ray
+
+    return run_lapt_on_ray(
+        world / "model", world / "model", settings, target_files=[world / "it.txt"], source_files=[world / "en.txt"],
+        eval_documents={"target": ITALIAN[:2], "source": ENGLISH[:2]}, output_dir=world / name,
+        run_name=name, storage_path=world / "ray", seed=0, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(ray_cluster, world):
+    return _run(world, "straight", _settings())
+
+
+def test_two_workers_train_mix_and_save_a_model(uninterrupted):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    result = uninterrupted
+    assert [step for step, _ in result.series("loss")] == [1, 2, 3, 4, 5, 6]
+    assert result.tokens == 6 * 4 * 16 * 2  # steps x batch x length x workers, no padding
+    assert all(abs(share - 0.75) <= 0.02 for _, share in result.series("token_share_target"))
+    assert set(result.bits_per_byte) == {"target", "source"} and result["model_dir"] == result.model_dir
+    assert (result.model_dir / "model.safetensors").is_file()
+    assert not list(result.model_dir.glob("*.bin"))
+    AutoModelForCausalLM.from_pretrained(result.model_dir)
+    AutoTokenizer.from_pretrained(result.model_dir)
+
+
+def test_killed_worker_resumes_with_the_same_curve(ray_cluster, world, uninterrupted, tmp_path):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("lapt", artifact_location=str(tmp_path / "artifacts"))
+    run_id = client.create_run(experiment).info.run_id
+    marker = tmp_path / "killed"
+    resumed = _run(world, "killed", _settings(), tracking_uri=uri, mlflow_run_id=run_id,
+                   _fault_injection={"rank": 1, "step": 3, "marker": str(marker)})
+    assert marker.exists()  # the worker really died at step 3, after the step-2 checkpoint
+    assert [step for step, _ in resumed.series("loss")] == [1, 2, 3, 4, 5, 6]
+    for (_, a), (_, b) in zip(uninterrupted.series("loss"), resumed.series("loss")):
+        assert a == pytest.approx(b, abs=1e-4)
+    logged = [m.step for m in client.get_metric_history(run_id, "lapt_loss")]
+    assert sorted(logged) == [1, 2, 3, 4, 5, 6]  # no step counted twice in MLflow
+    assert client.get_metric_history(run_id, "lapt_bits_per_byte_target")
+    del mlflow
+
+    again = _run(world, "killed", _settings())  # same name: the finished run is found, not retrained
+    assert again.steps == 6 and again.series("loss") == resumed.series("loss")
