@@ -9,13 +9,14 @@ stops before it writes anything.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vocadapt.components.language_id import fasttext_label, language_shares
+from vocadapt.components.language_id import fasttext_label, identify_languages, language_shares
 from vocadapt.platform.commands._errors import UserError
 
 
@@ -112,3 +113,79 @@ def _failed(path: Path, problem: str, raw: bytes = b"") -> FileReport:
 
 def _sha256(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
+
+
+# --- the same checks as a great-expectations suite, one validation per split (issue 8) -------------------------
+
+
+def expectation_suite_results(
+    files_by_split: Mapping[str, Sequence[Path | str]],
+    language: str,
+    min_share: float = 0.8,
+    min_lines: int = 100,
+    max_chars: int = 20_000,
+    max_duplicate_share: float = 0.2,
+) -> dict[str, Any]:
+    """Validate each split's lines with a great-expectations 1.x suite; a JSON-ready result to save with the run.
+
+    One row per non-blank line: ``text``, ``utf8`` (the line decoded without error) and ``language`` (lid.176's
+    label). Expectations: at least ``min_lines`` rows (non-empty), every line UTF-8, line lengths in
+    [1, ``max_chars``], at most ``max_duplicate_share`` repeated lines, and at least ``min_share`` of lines labelled
+    as the language. Returns ``{"language", "success", "failures": [...], "splits": {split: GX result dict}}``.
+    """
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no usage reports from an offline machine
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    expected = fasttext_label(language)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    batch = context.data_sources.add_pandas("corpus").add_dataframe_asset("lines")
+    batch = batch.add_batch_definition_whole_dataframe("whole-split")
+    suite = context.suites.add(gx.ExpectationSuite(name=f"corpus-{language}"))
+    for expectation in (
+        gxe.ExpectTableRowCountToBeBetween(min_value=min_lines),
+        gxe.ExpectColumnValuesToBeInSet(column="utf8", value_set=[True]),
+        gxe.ExpectColumnValueLengthsToBeBetween(column="text", min_value=1, max_value=max_chars),
+        gxe.ExpectColumnProportionOfUniqueValuesToBeBetween(column="text", min_value=1.0 - max_duplicate_share),
+        gxe.ExpectColumnValuesToBeInSet(column="language", value_set=[expected], mostly=min_share),
+    ):
+        suite.add_expectation(expectation)
+    validation = context.validation_definitions.add(
+        gx.ValidationDefinition(name=f"corpus-{language}-splits", data=batch, suite=suite)
+    )
+    results, failures = {}, []
+    for split, files in files_by_split.items():
+        result = validation.run(batch_parameters={"dataframe": _lines_frame(files)}).to_json_dict()
+        results[split] = result
+        failures += [
+            f"{split}: {outcome['expectation_config']['type']}"
+            f"{' on ' + outcome['expectation_config']['kwargs']['column'] if 'column' in outcome['expectation_config']['kwargs'] else ''}"
+            for outcome in result["results"]
+            if not outcome["success"]
+        ]
+    return {"language": language, "expected_label": expected, "success": not failures, "failures": failures, "splits": results}
+
+
+def _lines_frame(files: Sequence[Path | str]):
+    """One row per non-blank line of the files: text, whether it decoded as UTF-8, its lid.176 label."""
+    import pandas as pd
+
+    texts, valid = [], []
+    for file in files:
+        path = Path(file)
+        if not path.is_file():
+            continue
+        for raw in path.read_bytes().splitlines():
+            if not raw.strip():
+                continue
+            try:
+                texts.append(raw.decode("utf-8"))
+                valid.append(True)
+            except UnicodeDecodeError:
+                texts.append(raw.decode("utf-8", errors="replace"))
+                valid.append(False)
+    labels = identify_languages(texts)
+    return pd.DataFrame({"text": texts, "utf8": valid, "language": labels}, columns=["text", "utf8", "language"])

@@ -84,3 +84,28 @@ def test_folder_and_no_files_fail(tmp_path):
         check_corpus([tmp_path], "it")
     with pytest.raises(CorpusCheckError, match="no corpus files"):
         check_corpus([], "it")
+
+
+def test_expectation_suite_passes_on_italian_splits_and_fails_on_english(fixture_corpora, tmp_path):
+    from vocadapt.platform.corpus_checks import expectation_suite_results
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("Una riga in italiano.\n".encode() * 3 + b"\xff broken\n")
+    results = expectation_suite_results(
+        {
+            "train": [fixture_corpora["it.train"]],
+            "validation": [fixture_corpora["it.validation"]],
+            "english": [fixture_corpora["en.validation"]],
+            "broken": [bad],
+        },
+        "it",
+        min_lines=100,
+    )
+    assert json.loads(json.dumps(results))["success"] is False
+    assert results["splits"]["train"]["success"] and results["splits"]["validation"]["success"]
+    assert [f for f in results["failures"] if f.startswith("english")] == [
+        "english: expect_column_values_to_be_in_set on language"
+    ]
+    broken = {f.split(": ", 1)[1] for f in results["failures"] if f.startswith("broken")}
+    assert {"expect_table_row_count_to_be_between", "expect_column_values_to_be_in_set on utf8",
+            "expect_column_proportion_of_unique_values_to_be_between on text"} <= broken
