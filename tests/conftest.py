@@ -17,7 +17,8 @@ FIXTURE_CORPORA = Path(__file__).parent / "fixtures" / "corpora"
 def fixture_corpora() -> dict[str, Path]:
     """Small committed slices of the embedded corpora (see fixtures/corpora/ATTRIBUTION.md), by name:
     ``it.train``, ``it.validation``, ``en.train``, ``en.validation`` (text, one document per line, 400 / 150 lines,
-    line-aligned across languages) and ``it-en.train``, ``it-en.validation`` (jsonl pairs)."""
+    line-aligned across languages) and ``it-en.train``, ``it-en.validation`` (jsonl pairs); for non-Latin scripts
+    ``hi.*``, ``ja.*``, ``km.*`` (300 / 100 lines) with ``hi-en.*``, ``ja-en.*``, ``km-en.*`` pairs."""
     files = {path.name.rsplit(".", 1)[0]: path for path in sorted(FIXTURE_CORPORA.glob("*.txt"))}
     files.update({path.name.rsplit(".", 1)[0]: path for path in sorted(FIXTURE_CORPORA.glob("*.jsonl"))})
     return files

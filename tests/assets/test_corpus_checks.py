@@ -109,3 +109,13 @@ def test_expectation_suite_passes_on_italian_splits_and_fails_on_english(fixture
     broken = {f.split(": ", 1)[1] for f in results["failures"] if f.startswith("broken")}
     assert {"expect_table_row_count_to_be_between", "expect_column_values_to_be_in_set on utf8",
             "expect_column_proportion_of_unique_values_to_be_between on text"} <= broken
+
+
+@pytest.mark.parametrize("language", ["hi", "ja", "km"])
+def test_non_latin_fixtures_pass_as_themselves_and_fail_as_italian(fixture_corpora, language):
+    files = [fixture_corpora[f"{language}.train"], fixture_corpora[f"{language}.validation"]]
+    assert check_corpus(files, language, min_lines=100).passed
+    with pytest.raises(CorpusCheckError, match=f"found {language} 100%"):
+        check_corpus(files, "it", min_lines=100)
+    pairs = [json.loads(line) for line in fixture_corpora[f"{language}-en.validation"].read_text("utf-8").splitlines()]
+    assert [pair[language] for pair in pairs] == fixture_corpora[f"{language}.validation"].read_text("utf-8").splitlines()
