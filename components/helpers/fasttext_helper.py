@@ -66,7 +66,8 @@ def _train_skipgram(path: str, *, seed: int, **arguments: Any) -> Any:
     names = ["input", "model", "dim", "epoch", "minCount", "minn", "maxn", "ws", "thread", "verbose"]
     values = {"input": path, "model": "skipgram", "thread": 1, "verbose": 0, **arguments}
     args, manually_set = FastText.read_args((), values, names, FastText.unsupervised_default)
-    args["seed"] = seed
+    # fastText seeds std::minstd_rand, which treats 0 like 1: shift by one so seeds 0 and 1 differ.
+    args["seed"] = seed + 1
     manually_set.add("seed")
     built = FastText._build_args(args, manually_set)
     model = FastText._FastText(args=built)

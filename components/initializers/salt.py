@@ -15,8 +15,20 @@ from vocadapt.components.initializers._common import (
 )
 
 HELPERS = ("fasttext", "vectors", "model")
-# New tokens handled per batched solve: 512 tokens x 64 neighbours x 300 dims is ~40 MB of pseudo-inverses.
+# New tokens per batched solve: 512 tokens x 64 neighbours x 300 dims of neighbour vectors is ~80 MB in float64.
 CHUNK = 512
+
+
+def gram_pseudo_inverse(gram: torch.Tensor, relative_cutoff: float = 1e-10) -> torch.Tensor:
+    """Batched Moore-Penrose inverse of symmetric positive semi-definite (n, k, k) matrices via eigh.
+
+    Eigenvalues below ``relative_cutoff`` x the largest count as zero (padding slots give exact zeros). On a
+    loaded 2-core machine this is ~50x faster than ``torch.linalg.pinv`` of the (n, k, m) neighbour matrices.
+    """
+    values, vectors = torch.linalg.eigh(gram)
+    cutoff = values.amax(dim=-1, keepdim=True).clamp_min(0) * relative_cutoff
+    inverse_values = torch.where(values > cutoff, 1.0 / values.clamp_min(1e-300), torch.zeros_like(values))
+    return (vectors * inverse_values.unsqueeze(-2)) @ vectors.transpose(-1, -2)
 
 
 def neighbourhood_projection(
@@ -27,7 +39,8 @@ def neighbourhood_projection(
     queries (n, m) helper vectors of new tokens; anchors (O, m) helper vectors of shared tokens; anchor_rows (O, h)
     their source rows. For each query: the support of sparsemax(cos / temperature) (at most ``max_neighbours``,
     the largest weights) gives E'_t (k, m) and E'_s (k, h); X = pinv(E'_t) E'_s and the row is q X. Computed as
-    (q pinv(E'_t)) E'_s so no (n, k, h) tensor is built: the coefficients scatter into an (n, O) matrix.
+    (q pinv(E'_t)) E'_s, with q pinv(E'_t) = (E'_t q)^T pinv(E'_t E'_t^T), so no (n, k, h) tensor is built: the
+    k coefficients per token scatter into an (n, O) matrix.
     Returns (n, h) rows and (n,) neighbour counts. Unused neighbour slots are zero rows, which leave the
     minimum-norm solution unchanged.
     """
@@ -39,8 +52,9 @@ def neighbourhood_projection(
     top = torch.topk(weights, k, dim=1)
     selected = (top.values > 0).unsqueeze(2)
     neighbour_vectors = anchors[top.indices].double() * selected  # (n, k, m)
-    pseudo_inverse = torch.linalg.pinv(neighbour_vectors)  # (n, m, k)
-    coefficients = (queries.double().unsqueeze(1) @ pseudo_inverse).squeeze(1) * selected.squeeze(2)  # (n, k)
+    gram = neighbour_vectors @ neighbour_vectors.transpose(1, 2)  # (n, k, k)
+    projections = neighbour_vectors @ queries.double().unsqueeze(2)  # (n, k, 1) = E'_t q
+    coefficients = (gram_pseudo_inverse(gram) @ projections).squeeze(2) * selected.squeeze(2)  # (n, k)
     mixing = torch.zeros(queries.shape[0], anchors.shape[0], dtype=torch.float64)
     mixing.scatter_(1, top.indices, coefficients)
     return (mixing @ anchor_rows.double()).float(), counts.clamp_max(max_neighbours)

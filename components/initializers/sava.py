@@ -14,25 +14,37 @@ HELPERS = ("model", "fasttext", "vectors")
 
 
 @dataclass
-class SpaceScaler:
-    """Standard scaling then L2 normalisation (Appendix A); the inverse rescales by the mean norm, as latentis'
-    L2 transform does, then undoes the standard scaling."""
+class StandardScaler:
+    """Per-dimension standard scaling fitted on the shared tokens; ``inverse`` undoes it."""
 
     mean: torch.Tensor  # (d,)
     std: torch.Tensor  # (d,)
-    mean_norm: torch.Tensor  # ()
 
     @classmethod
-    def fit(cls, rows: torch.Tensor) -> "SpaceScaler":
-        mean = rows.mean(0)
-        std = rows.std(0).clamp_min(1e-8)
-        return cls(mean, std, ((rows - mean) / std).norm(dim=1).mean())
+    def fit(cls, rows: torch.Tensor) -> "StandardScaler":
+        return cls(rows.mean(0), rows.std(0).clamp_min(1e-8))
 
     def forward(self, rows: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.normalize((rows - self.mean) / self.std, dim=1)
+        return (rows - self.mean) / self.std
 
     def inverse(self, rows: torch.Tensor) -> torch.Tensor:
-        return rows * self.mean_norm * self.std + self.mean
+        return rows * self.std + self.mean
+
+
+def l2_scales(helper_scaled: torch.Tensor, source_scaled: torch.Tensor | None, normalise: str):
+    """The divisors of the L2 normalisation (Appendix A): (helper side (n, 1), source side (n, 1) or None).
+
+    "paired" divides both sides of a pair by the helper row's norm, so an affine relation stays exactly linear and
+    the inverse multiplies each new token by its own helper norm; "independent" divides each side by its own norm,
+    as latentis' L2 transform does, and the inverse multiplies by the mean source norm. On a planted affine map
+    (8 -> 16 dims, 300 shared tokens) "independent" recovers rows to cosine 0.988 at worst, "paired" to 1.0.
+    """
+    helper_norms = helper_scaled.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    if source_scaled is None:
+        return helper_norms, None
+    if normalise == "paired":
+        return helper_norms, helper_norms
+    return helper_norms, source_scaled.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
 def fit_affine_lstsq(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -57,32 +69,39 @@ def _sgd_map(inputs: torch.Tensor, targets: torch.Tensor, new_inputs: torch.Tens
 
 
 @register_initializer("sava", needs_helper=True, helpers=HELPERS)
-def sava(problem: InitProblem, *, solver: str = "lstsq", steps: int = 1000, lr: float = 1e-3) -> torch.Tensor:
+def sava(
+    problem: InitProblem, *, solver: str = "lstsq", normalise: str = "paired", steps: int = 1000, lr: float = 1e-3
+) -> torch.Tensor:
     """(N, hidden): phi(h_i), phi the affine map helper -> source fitted on shared tokens in scaled spaces.
 
     solver: "lstsq" (closed form, default: exact and deterministic) or "sgd" (latentis' SGDAffineAligner with
         Adam for ``steps`` steps at learning rate ``lr``, as in the paper's Appendix A).
+    normalise: "paired" (default) or "independent"; see :func:`l2_scales`.
     A new token without a helper vector gets a random row from N(mu, sigma^2).
     """
-    if solver not in ("lstsq", "sgd"):
-        raise ValueError(f"sava solver must be 'lstsq' or 'sgd', got {solver!r}")
+    if solver not in ("lstsq", "sgd") or normalise not in ("paired", "independent"):
+        raise ValueError(f"sava needs solver 'lstsq'|'sgd' and normalise 'paired'|'independent', got {solver!r}, {normalise!r}")
     helper = require_helper(problem, "sava", HELPERS)
     overlap_targets, overlap_sources = overlap_pairs(problem)
     anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
     if int(anchor_known.sum()) < 2:
         raise ValueError("sava needs at least two shared tokens with helper vectors to fit its map; it found "
                          f"{int(anchor_known.sum())}: check that the helper uses the target tokenizer")
-    helper_scaler = SpaceScaler.fit(anchor_vectors[anchor_known])
-    source_anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
-    source_scaler = SpaceScaler.fit(source_anchor_rows)
-    inputs, targets = helper_scaler.forward(anchor_vectors[anchor_known]), source_scaler.forward(source_anchor_rows)
+    helper_scaler = StandardScaler.fit(anchor_vectors[anchor_known])
+    source_scaler = StandardScaler.fit(problem.source_matrix[overlap_sources[anchor_known]].float())
+    helper_scaled = helper_scaler.forward(anchor_vectors[anchor_known])
+    source_scaled = source_scaler.forward(problem.source_matrix[overlap_sources[anchor_known]].float())
+    helper_norms, source_norms = l2_scales(helper_scaled, source_scaled, normalise)
+    inputs, targets = helper_scaled / helper_norms, source_scaled / source_norms
     queries, has_vector = helper_rows(helper, problem.new_target_ids)
-    new_inputs = helper_scaler.forward(queries)
+    query_scaled = helper_scaler.forward(queries)
+    query_norms, _ = l2_scales(query_scaled, None, normalise)
     if solver == "lstsq":
-        mapped = apply_affine(fit_affine_lstsq(inputs, targets), new_inputs)
+        mapped = apply_affine(fit_affine_lstsq(inputs, targets), query_scaled / query_norms)
     else:
         seed = int(torch.randint(2**31 - 1, (1,), generator=problem.generator))
-        mapped = _sgd_map(inputs, targets, new_inputs, steps, lr, seed)
+        mapped = _sgd_map(inputs, targets, query_scaled / query_norms, steps, lr, seed)
+    mapped = mapped * (query_norms if normalise == "paired" else source_norms.mean())
     rows = source_scaler.inverse(mapped)
     if not bool(has_vector.all()):
         rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)

@@ -1,94 +1,24 @@
-"""Tiny world for the initialiser tests: two byte-level BPE tokenizers (English source, Italian target), a
-sentencepiece-style (Metaspace, byte fallback) target, tiny Llama models (hidden 32, 2 layers), a small corpus."""
+"""Session fixtures for the initialiser tests, built from tests/initializers/tiny_world.py."""
 
 from __future__ import annotations
 
 import os
-import random
 
 import pytest
-import torch
+
+from tests.initializers.tiny_world import ITALIAN, ENGLISH, bytelevel_tokenizer, expand_bpe, synthetic_lines
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-ENGLISH = [
-    "the cat sat on the mat and the dog ran to the house",
-    "a small model learns the language of the city quickly",
-    "we read books in the morning and write letters at night",
-    "the weather is good today so we walk along the river",
-    "people eat bread and drink coffee in the old cafe",
-]
-ITALIAN = [
-    "il gatto dorme sulla sedia e il cane corre verso la casa",
-    "la città è bella e la gente mangia il pane con il caffè",
-    "oggi il tempo è buono quindi camminiamo lungo il fiume",
-    "leggiamo libri la mattina e scriviamo lettere la sera",
-    "il modello piccolo impara la lingua della città velocemente",
-    "perché la nostra famiglia preferisce la cucina italiana",
-]
-
-
-def _lines(sentences: list[str], count: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    words = " ".join(sentences).split()
-    return [" ".join(rng.choice(sentences).split()[: rng.randint(4, 12)] + rng.sample(words, 3)) for _ in range(count)]
-
-
-def bytelevel_tokenizer(lines: list[str], vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )
-    backend.train_from_iterator(lines, trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<|endoftext|>", eos_token="<|endoftext|>", pad_token="<pad>"
-    )
-
-
-def metaspace_tokenizer(lines: list[str], vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    backend = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Metaspace()
-    backend.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace()])
-    byte_pieces = [f"<0x{byte:02X}>" for byte in range(256)]
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<unk>", "<s>", "</s>", *byte_pieces], show_progress=False
-    )
-    backend.train_from_iterator(lines, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-
-
-def tiny_llama(vocab_size: int, tied: bool, seed: int = 0):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=tied,
-    )
-    model = LlamaForCausalLM(config)
-    if not tied:
-        with torch.no_grad():
-            model.lm_head.weight.normal_(0.0, 0.05)
-    return model.eval()
 
 
 @pytest.fixture(scope="session")
 def english_lines() -> list[str]:
-    return _lines(ENGLISH, 300, seed=1)
+    return synthetic_lines(ENGLISH, 300, seed=1)
 
 
 @pytest.fixture(scope="session")
 def italian_lines() -> list[str]:
-    return _lines(ITALIAN, 300, seed=2)
+    return synthetic_lines(ITALIAN, 300, seed=2)
 
 
 @pytest.fixture(scope="session")
@@ -113,3 +43,8 @@ def fasttext_helper(target_tokenizer, corpus_file):
     from vocadapt.components.helpers import resolve_helper
 
     return resolve_helper("fasttext:dim=16,epoch=2", target_tokenizer=target_tokenizer, corpus_files=[corpus_file])
+
+
+@pytest.fixture(scope="session")
+def expanded_tokenizer(source_tokenizer, target_tokenizer):
+    return expand_bpe(source_tokenizer, target_tokenizer)

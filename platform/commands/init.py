@@ -1,0 +1,61 @@
+"""``vocadapt init``: adapt a checkpoint's embeddings to a target tokenizer with one initialiser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from vocadapt.platform.commands._errors import UserError, user_errors
+
+
+def _parse_options(pairs: list[str]) -> dict:
+    import yaml
+
+    options = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UserError(f"--option {pair!r} is not name=value; write e.g. --option temperature=0.1")
+        name, value = pair.split("=", 1)
+        options[name.strip()] = yaml.safe_load(value)
+    return options
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("init")
+    def init_command(
+        source_model: Path = typer.Option(..., "--source-model", help="Source checkpoint folder (safetensors, with its tokenizer)."),
+        target_tokenizer: Path = typer.Option(..., "--target-tokenizer", help="Folder of the target tokenizer."),
+        method: str = typer.Option(..., "--method", help="Initialiser: random, multivariate, random_token, fvt (mean), merge, align, clp, focus, sava, salt."),
+        out: Path = typer.Option(..., "--out", help="Folder to write the adapted checkpoint to (must not exist)."),
+        helper: Optional[str] = typer.Option(None, "--helper", help="'fasttext[:dim=100,...]', 'model:DIR' or 'vectors:FILE.vec'."),
+        mode: str = typer.Option("replace", "--mode", help="replace: new vocabulary; expand: source vocabulary plus new tokens."),
+        seed: int = typer.Option(0, "--seed", help="Seed of every random choice."),
+        corpus: list[Path] = typer.Option([], "--corpus", help="Target-language text file (repeatable), for align and fasttext."),
+        option: list[str] = typer.Option([], "--option", help="Method option name=value (repeatable)."),
+        target_vocab_rows: Optional[int] = typer.Option(None, "--rows", help="Rows of the new matrices (padding); default: tokens."),
+        extra_heads: int = typer.Option(0, "--extra-heads", help="Extra LM heads for multi-token prediction, copied from the head."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    ) -> None:
+        """Initialise the embeddings (and LM head) of SOURCE_MODEL for TARGET_TOKENIZER and write a checkpoint."""
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from vocadapt.components.initializers import get_initializer
+        from vocadapt.components.surgery import adapt_checkpoint
+
+        with user_errors(ValueError, KeyError, FileNotFoundError):
+            get_initializer(method)
+            for path, what in ((source_model, "--source-model"), (target_tokenizer, "--target-tokenizer"), *[(c, "--corpus") for c in corpus]):
+                if not path.exists():
+                    raise UserError(f"{what} {path} does not exist; give an existing path")
+            if mode not in ("replace", "expand"):
+                raise UserError(f"--mode must be 'replace' or 'expand', got {mode!r}")
+            record = adapt_checkpoint(
+                source_model, target_tokenizer, out, method, mode=mode, options=_parse_options(option), seed=seed,
+                helper=helper, corpus_files=[str(path) for path in corpus], target_vocab_rows=target_vocab_rows,
+                extra_heads=extra_heads, overwrite=overwrite,
+            )
+        typer.echo(json.dumps(record, indent=2, sort_keys=True))

@@ -1,0 +1,66 @@
+"""Helpers: fastText on the target-tokenized corpus (deterministic), static .vec files, a helper model's embeddings."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.initializers.tiny_world import tiny_llama
+from vocadapt.components.helpers import resolve_helper
+from vocadapt.components.helpers.fasttext_helper import token_words
+
+
+def test_fasttext_helper_is_deterministic_and_covers_the_target_vocabulary(target_tokenizer, corpus_file, fasttext_helper):
+    again = resolve_helper("fasttext:dim=16,epoch=2", target_tokenizer=target_tokenizer, corpus_files=[corpus_file])
+    assert torch.equal(again.vectors, fasttext_helper.vectors)
+    assert fasttext_helper.vectors.shape == (len(target_tokenizer), 16)
+    with open(corpus_file, encoding="utf-8") as handle:
+        seen = {token_id for line in handle for token_id in target_tokenizer(line.strip())["input_ids"]}
+    assert fasttext_helper.known[sorted(seen)].all()  # every token of the corpus has a vector
+    assert int(fasttext_helper.known.sum()) > len(seen)  # and unseen tokens get one from their n-grams
+    other = resolve_helper("fasttext:dim=16,epoch=2", target_tokenizer=target_tokenizer, corpus_files=[corpus_file], seed=1)
+    assert not torch.equal(other.vectors, fasttext_helper.vectors)
+
+
+def test_vectors_file_round_trip(tmp_path, target_tokenizer, fasttext_helper):
+    words = token_words(target_tokenizer)
+    chosen = [token_id for token_id in range(len(words)) if words[token_id]][:40]
+    lines = [f"{len(chosen)} 16"] + [
+        words[token_id] + " " + " ".join(f"{value:.6f}" for value in fasttext_helper.vectors[token_id].tolist())
+        for token_id in chosen
+    ]
+    path = tmp_path / "helper.vec"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    helper = resolve_helper(f"vectors:{path}", target_tokenizer=target_tokenizer)
+    assert helper.kind == "vectors" and int(helper.known.sum()) == 40
+    assert torch.allclose(helper.vectors[chosen], fasttext_helper.vectors[chosen], atol=1e-5)
+    assert resolve_helper(str(path), target_tokenizer=target_tokenizer).kind == "vectors"
+
+
+def test_model_helper_reads_input_embeddings_and_checks_the_tokenizer(tmp_path, target_tokenizer, source_tokenizer):
+    model = tiny_llama(len(target_tokenizer), tied=True)
+    model.save_pretrained(tmp_path / "helper")
+    target_tokenizer.save_pretrained(tmp_path / "helper")
+    helper = resolve_helper(f"model:{tmp_path / 'helper'}", target_tokenizer=target_tokenizer)
+    assert helper.kind == "model" and torch.equal(helper.vectors, model.get_input_embeddings().weight.detach())
+    source_tokenizer.save_pretrained(tmp_path / "wrong")
+    model.save_pretrained(tmp_path / "wrong")
+    with pytest.raises(ValueError, match="different tokenizer"):
+        resolve_helper(f"model:{tmp_path / 'wrong'}", target_tokenizer=target_tokenizer)
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("fasttext:dim", "not name=value"),
+    ("fasttext:size=3", "no option"),
+    ("model:/nonexistent/helper", "does not exist"),
+])
+def test_bad_helper_specs_say_how_to_fix_them(spec, message, target_tokenizer, corpus_file):
+    with pytest.raises(ValueError, match=message):
+        resolve_helper(spec, target_tokenizer=target_tokenizer, corpus_files=[corpus_file])
+
+
+def test_no_helper_and_no_corpus(target_tokenizer):
+    assert resolve_helper(None, target_tokenizer=target_tokenizer) is None
+    assert resolve_helper("none", target_tokenizer=target_tokenizer) is None
+    with pytest.raises(ValueError, match="no corpus files"):
+        resolve_helper("fasttext", target_tokenizer=target_tokenizer)

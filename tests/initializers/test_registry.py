@@ -1,0 +1,80 @@
+"""One test over the whole registry (STYLE habit 10): every method, tied and untied, replacement and expansion."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.initializers.tiny_world import tiny_llama
+from vocadapt.components.initializers import available_initializers, get_initializer
+from vocadapt.components.surgery import adapt_embeddings, plan_vocabulary
+
+METHODS = available_initializers()
+
+
+def test_registry_lists_all_ten_methods_and_the_mean_alias():
+    assert set(METHODS) == {
+        "random", "multivariate", "random_token", "fvt", "merge", "align", "clp", "focus", "sava", "salt"
+    }
+    assert get_initializer("mean") is get_initializer("fvt")
+    assert {name for name in METHODS if get_initializer(name).needs_helper} == {"clp", "focus", "sava", "salt"}
+
+
+def _adapt(method, tied, mode, source_tokenizer, target, helper, corpus_file):
+    model = tiny_llama(len(source_tokenizer), tied)
+    source_input = model.get_input_embeddings().weight.detach().clone()
+    source_output = model.get_output_embeddings().weight.detach().clone()
+    adapt_embeddings(
+        model, source_tokenizer=source_tokenizer, target_tokenizer=target, method=method, mode=mode,
+        helper=helper if get_initializer(method).needs_helper else None, corpus_files=[corpus_file], seed=3,
+    )
+    return model, source_input, source_output
+
+
+@pytest.mark.parametrize("mode", ["replace", "expand"])
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method(method, tied, mode, source_tokenizer, target_tokenizer, expanded_tokenizer, fasttext_helper, corpus_file):
+    target = target_tokenizer if mode == "replace" else expanded_tokenizer
+    model, source_input, source_output = _adapt(method, tied, mode, source_tokenizer, target, fasttext_helper, corpus_file)
+    plan = plan_vocabulary(source_tokenizer, target, source_rows=source_input.shape[0], mode=mode)
+    new_input = model.get_input_embeddings().weight.detach()
+    new_output = model.get_output_embeddings().weight.detach()
+    assert new_input.shape == (plan.rows, 32) and new_output.shape == (plan.rows, 32)
+    assert model.config.vocab_size == plan.rows
+    assert torch.isfinite(new_input).all() and torch.isfinite(new_output).all()
+    assert len(plan.new_target_ids) > 0 and len(plan.target_to_source) > 0
+    targets = torch.tensor(list(plan.target_to_source))
+    sources = torch.tensor(list(plan.target_to_source.values()))
+    assert torch.equal(new_input[targets], source_input[sources])  # bit for bit
+    assert torch.equal(new_output[targets], source_output[sources])
+    if tied:
+        assert new_output.data_ptr() == new_input.data_ptr()
+    else:
+        assert new_output.data_ptr() != new_input.data_ptr()
+        assert not torch.equal(new_output[plan.new_target_ids], new_input[plan.new_target_ids])
+    if mode == "expand":
+        assert torch.equal(new_input[: source_input.shape[0]], source_input)
+    again, _, _ = _adapt(method, tied, mode, source_tokenizer, target, fasttext_helper, corpus_file)
+    assert torch.equal(again.get_input_embeddings().weight, model.get_input_embeddings().weight)
+    assert torch.equal(again.get_output_embeddings().weight, model.get_output_embeddings().weight)
+    logits = model(torch.tensor([target("il gatto dorme")["input_ids"]])).logits
+    assert logits.shape[-1] == plan.rows and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("method", ["clp", "focus", "sava", "salt"])
+def test_helper_methods_without_helper_stop_before_any_work(method, source_tokenizer, target_tokenizer):
+    model = tiny_llama(len(source_tokenizer), tied=True)
+    before = model.get_input_embeddings().weight.detach().clone()
+    with pytest.raises(ValueError, match="needs a helper .*fasttext"):
+        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method=method)
+    assert torch.equal(model.get_input_embeddings().weight, before) and model.config.vocab_size == len(source_tokenizer)
+
+
+def test_unknown_method_and_option_are_rejected(source_tokenizer, target_tokenizer):
+    model = tiny_llama(len(source_tokenizer), tied=True)
+    with pytest.raises(KeyError, match="choose one of"):
+        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="wechsel")
+    with pytest.raises(ValueError, match="has no option"):
+        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt",
+                         options={"temperature": 1})
