@@ -137,3 +137,8 @@ def test_without_apt_the_bible_alone_serves_with_a_warning(tmp_path, monkeypatch
     pairs = (tmp_path / "work" / "corpora" / "parallel" / "it-en" / "test.jsonl").read_text(encoding="utf-8").splitlines()
     first = json.loads(pairs[0])
     assert set(first) == {"key", "source", "en", "it"} and first["it"] == test[0]
+
+    again = asset_builders.build_corpora(["it"], tmp_path / "downloads", tmp_path / "again", console)
+    assert again.corpora["it"] == built.corpora["it"]
+    for relative in ("corpora/it/train.txt", "corpora/it/test.txt", "corpora/parallel/it-en/validation.jsonl"):
+        assert (tmp_path / "again" / relative).read_bytes() == (tmp_path / "work" / relative).read_bytes()
