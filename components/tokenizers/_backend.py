@@ -123,6 +123,22 @@ def scheme_of(tokenizer: Any) -> Scheme:
 
 
 @contextlib.contextmanager
+def unpadded(tokenizer: Any) -> Iterator[Tokenizer]:
+    """The backend with padding and truncation switched off (restored afterwards): every token of a text counts."""
+    backend = backend_of(tokenizer)
+    padding, truncation = backend.padding, backend.truncation
+    try:
+        backend.no_padding()
+        backend.no_truncation()
+        yield backend
+    finally:
+        if padding is not None:
+            backend.enable_padding(**padding)
+        if truncation is not None:
+            backend.enable_truncation(**truncation)
+
+
+@contextlib.contextmanager
 def piece_encoding(tokenizer: Any) -> Iterator[Tokenizer]:
     """The backend, set up to encode a token's text without adding anything of its own, then restored.
 
@@ -130,26 +146,20 @@ def piece_encoding(tokenizer: Any) -> Iterator[Tokenizer]:
     ``prepend_scheme``) and byte-level ones may add a prefix space; for a continuation piece such as "llo" that
     would invent a word start that is not in the text. Padding and truncation are switched off too. Only the
     small components are swapped (serialising a 262K vocabulary to copy the backend takes seconds).
-    Call ``encode_batch(texts, add_special_tokens=False)`` on the yielded tokenizer.
+    Call ``encode_batch_fast(texts, add_special_tokens=False)`` on the yielded tokenizer.
     """
-    backend = backend_of(tokenizer)
-    normalizer = _component_json(backend.normalizer)
-    pre_tokenizer = _component_json(backend.pre_tokenizer)
-    plain_normalizer, plain_pre_tokenizer = _without_prepend(normalizer), _without_prefix_space(pre_tokenizer)
-    saved = (backend.normalizer, backend.pre_tokenizer, backend.padding, backend.truncation)
-    try:
-        if plain_normalizer != normalizer or plain_pre_tokenizer != pre_tokenizer:
-            components = _components_from_json(plain_normalizer, plain_pre_tokenizer)
-            backend.normalizer, backend.pre_tokenizer = components.normalizer, components.pre_tokenizer
-        backend.no_padding()
-        backend.no_truncation()
-        yield backend
-    finally:
-        backend.normalizer, backend.pre_tokenizer = saved[0], saved[1]
-        if saved[2] is not None:
-            backend.enable_padding(**saved[2])
-        if saved[3] is not None:
-            backend.enable_truncation(**saved[3])
+    with unpadded(tokenizer) as backend:
+        normalizer = _component_json(backend.normalizer)
+        pre_tokenizer = _component_json(backend.pre_tokenizer)
+        plain_normalizer, plain_pre_tokenizer = _without_prepend(normalizer), _without_prefix_space(pre_tokenizer)
+        saved = (backend.normalizer, backend.pre_tokenizer)
+        try:
+            if plain_normalizer != normalizer or plain_pre_tokenizer != pre_tokenizer:
+                components = _components_from_json(plain_normalizer, plain_pre_tokenizer)
+                backend.normalizer, backend.pre_tokenizer = components.normalizer, components.pre_tokenizer
+            yield backend
+        finally:
+            backend.normalizer, backend.pre_tokenizer = saved
 
 
 def _components_from_json(normalizer: Any, pre_tokenizer: Any) -> Tokenizer:
