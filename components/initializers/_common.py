@@ -31,7 +31,7 @@ def overlap_pairs(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(target_ids, dtype=torch.long), torch.tensor(source_ids, dtype=torch.long)
 
 
-def source_mean_std(source_matrix: torch.Tensor, chunk_rows: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
+def source_mean_std(source_matrix: torch.Tensor, chunk_rows: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-dimension mean and standard deviation of the source rows, (hidden,) each, in float64 chunks.
 
     Chunked so an 128K x 4,096 matrix needs no second full-size copy.
@@ -52,8 +52,8 @@ def source_mean_std(source_matrix: torch.Tensor, chunk_rows: int = 16384) -> tup
 def gaussian_rows(source_matrix: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
     """(count, hidden) rows drawn from N(mu, sigma^2) with the source's per-dimension mean and std."""
     mean, std = source_mean_std(source_matrix)
-    noise = torch.randn(count, source_matrix.shape[1], generator=generator, dtype=torch.float32)
-    return mean + noise * std
+    rows = torch.randn(count, source_matrix.shape[1], generator=generator, dtype=torch.float32)
+    return rows.mul_(std).add_(mean)  # in place: no second (count, hidden) buffer
 
 
 def require_helper(problem: InitProblem, method: str, accepted: tuple[str, ...]) -> Any:

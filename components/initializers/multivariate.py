@@ -7,7 +7,7 @@ import torch
 from vocadapt.components.initializers import InitProblem, register_initializer
 
 
-def source_mean_covariance(source_matrix: torch.Tensor, chunk_rows: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
+def source_mean_covariance(source_matrix: torch.Tensor, chunk_rows: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean (hidden,) and covariance (hidden, hidden) of the source rows, accumulated in float64 chunks.
 
     Chunked so an 128K x 4,096 matrix is never centred as a whole (that copy alone would be 2 GB).
@@ -38,5 +38,9 @@ def multivariate(problem: InitProblem, *, jitter: float = 1e-5) -> torch.Tensor:
     if int(info) != 0:  # still not positive definite: fall back to the symmetric square root
         eigenvalues, eigenvectors = torch.linalg.eigh(covariance)
         factor = eigenvectors * eigenvalues.clamp_min(0).sqrt()
-    noise = torch.randn(len(problem.new_target_ids), hidden, generator=problem.generator, dtype=torch.float64)
-    return (mean + noise @ factor.T).float()
+    count = len(problem.new_target_ids)
+    rows = torch.empty(count, hidden, dtype=torch.float32)
+    for start in range(0, count, 4096):  # float64 noise in blocks: 32K x 4,096 at once would be 1 GB
+        noise = torch.randn(min(4096, count - start), hidden, generator=problem.generator, dtype=torch.float64)
+        rows[start : start + 4096] = (mean + noise @ factor.T).float()
+    return rows

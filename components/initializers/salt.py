@@ -55,9 +55,9 @@ def neighbourhood_projection(
     gram = neighbour_vectors @ neighbour_vectors.transpose(1, 2)  # (n, k, k)
     projections = neighbour_vectors @ queries.double().unsqueeze(2)  # (n, k, 1) = E'_t q
     coefficients = (gram_pseudo_inverse(gram) @ projections).squeeze(2) * selected.squeeze(2)  # (n, k)
-    mixing = torch.zeros(queries.shape[0], anchors.shape[0], dtype=torch.float64)
-    mixing.scatter_(1, top.indices, coefficients)
-    return (mixing @ anchor_rows.double()).float(), counts.clamp_max(max_neighbours)
+    mixing = torch.zeros(queries.shape[0], anchors.shape[0], dtype=torch.float32)
+    mixing.scatter_(1, top.indices, coefficients.float())
+    return mixing @ anchor_rows, counts.clamp_max(max_neighbours)
 
 
 @register_initializer("salt", needs_helper=True, helpers=HELPERS)
