@@ -111,8 +111,10 @@ def train_tokenizer_from_iterator(
     lines = _with_progress(lines, show_progress)
     if kind.startswith("spm"):
         backend = _train_spm(lines, kind, vocab_size, plan, seed, character_coverage)
+    elif kind == "wordpiece":
+        backend = _train_wordpiece(lines, vocab_size, plan, min_frequency, show_progress)
     else:
-        backend = _train_hf(lines, kind, vocab_size, plan, min_frequency, show_progress)
+        backend = _train_bytelevel(lines, vocab_size, plan, min_frequency, show_progress)
     fast = wrap_fast(backend, plan, like)
     _save_atomically(fast, out_dir, overwrite)
     from transformers import AutoTokenizer
@@ -126,27 +128,51 @@ def _with_progress(lines: Iterable[str], show_progress: bool) -> Iterator[str]:
     return iter(tqdm(lines, desc="reading corpus", unit=" lines", disable=not show_progress, mininterval=1.0))
 
 
-def _train_hf(lines, kind: str, vocab_size: int, plan: SpecialTokenPlan, min_frequency: int, show_progress: bool):
+def _train_bytelevel(lines, vocab_size: int, plan: SpecialTokenPlan, min_frequency: int, show_progress: bool):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=plan.tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=show_progress,
+    )  # fmt: skip
+    tokenizer.train_from_iterator(lines, trainer=trainer)
+    return tokenizer
+
+
+def _train_wordpiece(lines, vocab_size: int, plan: SpecialTokenPlan, min_frequency: int, show_progress: bool):
+    """WordPiece through a BPE over words marked with a leading '▁', converted afterwards.
+
+    tokenizers' own WordPieceTrainer numbers the '##' alphabet in hash-map order, so two runs on the same corpus
+    give different vocabularies (seen: six runs, six vocabularies). BPE over marked words is deterministic and is
+    the same algorithm: '▁casa' becomes the word-start piece 'casa', 'sa' the continuation '##sa'.
+    """
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-    if kind == "bytelevel-bpe":
-        tokenizer = Tokenizer(models.BPE())
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-        tokenizer.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=plan.tokens,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=show_progress,
-        )  # fmt: skip
-    else:
-        tokenizer = Tokenizer(models.WordPiece(unk_token=plan.roles.get("unk", "[UNK]")))
-        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
-        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tokenizer.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=plan.tokens,
-            show_progress=show_progress,
-        )  # fmt: skip
-    tokenizer.train_from_iterator(lines, trainer=trainer)
+    marker = "\u2581"
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.BertPreTokenizer(), pre_tokenizers.Metaspace(marker, prepend_scheme="always", split=False)]
+    )
+    budget = vocab_size - len(plan.tokens)
+    trainer = trainers.BpeTrainer(vocab_size=budget, min_frequency=min_frequency, show_progress=show_progress)
+    bpe.train_from_iterator(lines, trainer=trainer)
+    pieces = [piece for piece, _ in sorted(bpe.get_vocab().items(), key=lambda item: item[1]) if piece != marker]
+    wordpiece = [piece[1:] if piece.startswith(marker) else f"##{piece}" for piece in pieces]
+    # Every character must also exist as a whole word ('a', not only '##a'), or one-letter words become unk.
+    known = set(wordpiece)
+    missing = [piece[2:] for piece in wordpiece if piece.startswith("##") and len(piece) == 3 and piece[2:] not in known]
+    merged = [piece for piece in wordpiece if len(piece.removeprefix("##")) > 1]
+    basics = [piece for piece in wordpiece if len(piece.removeprefix("##")) <= 1] + missing
+    vocabulary = list(dict.fromkeys(plan.tokens + basics + merged))[:vocab_size]
+    vocab = {piece: token_id for token_id, piece in enumerate(vocabulary)}
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token=plan.roles["unk"]))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
     return tokenizer
 
 

@@ -1,0 +1,81 @@
+"""Training tokenizers of every kind: loadable offline, deterministic, round-tripping, carrying a source's specials."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from transformers import AutoTokenizer
+
+from vocadapt.components.tokenizers.train import KINDS, train_tokenizer, train_tokenizer_from_dataset
+
+TEXTS = st.text(st.sampled_from(list("abcdeilmnoprstuzàèéìòù AEIOUÈ.,;:'’«»-0123456789\n\t😀中")), max_size=40)
+FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_trained_tokenizer_loads_offline(trained, kind):
+    tokenizer = AutoTokenizer.from_pretrained(trained[kind].name_or_path)
+    assert 300 < len(tokenizer) <= 600
+    assert tokenizer.tokenize("la casa") == trained[kind].tokenize("la casa")
+
+
+@FAST
+@given(text=TEXTS)
+def test_round_trip(trained, text):
+    """Byte-level and sentencepiece (no dummy prefix, identity normalisation) reproduce any text exactly."""
+    for kind in ("bytelevel-bpe", "spm-bpe", "spm-unigram"):
+        tokenizer = trained[kind]
+        assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+
+
+@pytest.mark.parametrize("kind", ["bytelevel-bpe", "spm-bpe", "spm-unigram", "wordpiece"])
+def test_training_is_deterministic(italian_train, tmp_path, kind):
+    first = train_tokenizer([italian_train], kind, 400, tmp_path / "a", max_lines=150, show_progress=False)
+    second = train_tokenizer([italian_train], kind, 400, tmp_path / "b", max_lines=150, show_progress=False)
+    assert first.get_vocab() == second.get_vocab()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_from_dataset_equals_from_file(italian_train, tmp_path):
+    from datasets import Dataset
+
+    lines = [line for line in italian_train.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from_file = train_tokenizer([italian_train], "spm-bpe", 400, tmp_path / "file", show_progress=False)
+    from_dataset = train_tokenizer_from_dataset(
+        Dataset.from_dict({"text": lines}), tmp_path / "dataset", kind="spm-bpe", vocab_size=400, show_progress=False
+    )
+    assert from_file.get_vocab() == from_dataset.get_vocab()
+
+
+@pytest.mark.parametrize("kind", ["spm-bpe", "bytelevel-bpe"])
+def test_like_carries_specials_template_and_bos(smollm2_tokenizer, italian_train, tmp_path, kind):
+    tokenizer = train_tokenizer([italian_train], kind, 500, tmp_path / kind, like=smollm2_tokenizer,
+                                show_progress=False)  # fmt: skip
+    source_added = smollm2_tokenizer.backend_tokenizer.get_added_tokens_decoder()
+    for token_id, token in source_added.items():
+        assert tokenizer.convert_ids_to_tokens(token_id) == token.content  # same specials at the same ids
+    assert tokenizer.special_tokens_map == smollm2_tokenizer.special_tokens_map
+    assert tokenizer.chat_template == smollm2_tokenizer.chat_template
+    assert tokenizer("ciao")["input_ids"][:1] != [tokenizer.bos_token_id]  # SmolLM2 adds no bos either
+    messages = [{"role": "user", "content": "ciao"}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False) == smollm2_tokenizer.apply_chat_template(
+        messages, tokenize=False
+    )
+
+
+def test_bad_input_leaves_nothing(italian_train, tmp_path):
+    with pytest.raises(ValueError, match="unknown tokenizer kind"):
+        train_tokenizer([italian_train], "bpe", 400, tmp_path / "x", show_progress=False)
+    with pytest.raises(FileNotFoundError, match="corpus file"):
+        train_tokenizer([tmp_path / "missing.txt"], "spm-bpe", 400, tmp_path / "x", show_progress=False)
+    with pytest.raises(ValueError, match="too small"):
+        train_tokenizer([italian_train], "spm-bpe", 200, tmp_path / "x", show_progress=False)
+    assert not (tmp_path / "x").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not empty"):
+        train_tokenizer([italian_train], "spm-bpe", 400, tmp_path / "full", show_progress=False)
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
