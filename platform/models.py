@@ -64,12 +64,12 @@ def initialise_method(
             seed=config.seed,
         )
     model = copy.deepcopy(source_model)
-    return adapt_embeddings(
+    model = adapt_embeddings(
         model,
         source_tokenizer=source_tokenizer,
         target_tokenizer=target_tokenizer,
         target_to_source=replacement.target_to_source,
-        new_target_ids=replacement.new_target_ids,
+        new_target_ids=replacement.new_token_ids,
         method=method,
         mode=config.init.mode,
         options=config.init.options.get(method, {}),
@@ -77,6 +77,7 @@ def initialise_method(
         helper=helper,
         corpus_files=[str(p) for p in inputs.target_train],
     )
+    return model, dict(model.config.vocadapt_init)
 
 
 def continue_pretraining(

@@ -75,8 +75,9 @@ def test_build_then_instant_then_only_new_language(tmp_path, fake):
 
     both = build_assets(tmp_path, ("it", "de"))
     assert fake.corpus_calls[-1] == ["de"] and both.languages == ("de", "en", "it")
-    build_assets(tmp_path, ("it",), force=True)
+    forced = build_assets(tmp_path, ("it",), force=True)
     assert fake.model_calls == 2 and fake.corpus_calls[-1] == ["en", "it"]
+    assert forced.languages == ("de", "en", "it") and forced.verify() == []  # de kept, not rebuilt
     assert not list(tmp_path.glob(".build-*")) and not list(tmp_path.glob(".retired-*"))
 
 
@@ -134,7 +135,8 @@ def test_without_apt_the_bible_alone_serves_with_a_warning(tmp_path, monkeypatch
     train = (tmp_path / "work" / "corpora" / "it" / "train.txt").read_text(encoding="utf-8").splitlines()
     test = (tmp_path / "work" / "corpora" / "it" / "test.txt").read_text(encoding="utf-8").splitlines()
     assert 27_000 < len(train) < 28_500 and 1_200 < len(test) < 1_900 and not set(train) & set(test)
-    pairs = (tmp_path / "work" / "corpora" / "parallel" / "it-en" / "test.jsonl").read_text(encoding="utf-8").splitlines()
+    parallel_test = tmp_path / "work" / "corpora" / "parallel" / "it-en" / "test.jsonl"
+    pairs = parallel_test.read_text(encoding="utf-8").splitlines()
     first = json.loads(pairs[0])
     assert set(first) == {"key", "source", "en", "it"} and first["it"] == test[0]
 

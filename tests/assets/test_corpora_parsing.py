@@ -28,8 +28,15 @@ PAGE_EN = """<!DOCTYPE html><html><head><title>Options</title><script>var x = "<
   <p id="par_id2">second use of an id</p>
 </div></body></html>"""
 
-PAGE_IT = PAGE_EN.replace("Load/Save   Options", "Opzioni Carica/Salva").replace("Only in English", "") \
-    .replace("Tools - Options", "Strumenti - Opzioni").replace("Choose", "Scegliete").replace("Then click.", "Poi fate clic.")
+PAGE_IT = PAGE_EN
+for english, italian in [
+    ("Load/Save   Options", "Opzioni Carica/Salva"),
+    ("Only in English", ""),
+    ("Tools - Options", "Strumenti - Opzioni"),
+    ("Choose", "Scegliete"),
+    ("Then click.", "Poi fate clic."),
+]:
+    PAGE_IT = PAGE_IT.replace(english, italian)
 
 
 def test_page_paragraphs_by_id_whitespace_collapsed_hidden_and_script_skipped():
@@ -63,7 +70,10 @@ def test_tree_keys_pages_relative_so_languages_align(tmp_path):
     by_id = {unit.key.split("#", 1)[1]: unit for unit in units}
     # par_id6 is empty in Italian (absent), par_id3/4/7 and the repeated id are untranslated (identical): left out.
     assert set(by_id) == {"hd_id1", "par_id2"}
-    assert by_id["par_id2"].texts == {"en": "Choose Tools - Options.Then click.", "it": "Scegliete Strumenti - Opzioni.Poi fate clic."}
+    assert by_id["par_id2"].texts == {
+        "en": "Choose Tools - Options.Then click.",
+        "it": "Scegliete Strumenti - Opzioni.Poi fate clic.",
+    }
     assert by_id["hd_id1"].key == "libreoffice-help:text/shared/optionen/01020000.html#hd_id1"
     assert [u.key for u in units] == sorted(u.key for u in units)
 
@@ -81,7 +91,9 @@ def test_tree_without_pages_is_an_error(tmp_path):
 
 def _bible_database(path: Path) -> Path:
     connection = sqlite3.connect(path)
-    connection.execute("CREATE TABLE bible (id INTEGER, bbName TEXT, bNumber INTEGER, cNumber INTEGER, vNumber INTEGER, vText TEXT)")
+    connection.execute(
+        "CREATE TABLE bible (id INTEGER, bbName TEXT, bNumber INTEGER, cNumber INTEGER, vNumber INTEGER, vText TEXT)"
+    )
     rows = [
         ("4", 1, 1, 1, "In the beginning God  created the heavens."),
         ("4", 1, 1, 2, "first -[fruits] offering"),

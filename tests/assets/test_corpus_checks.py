@@ -14,7 +14,8 @@ from vocadapt.platform.corpus_checks import CorpusCheckError, check_corpus
 
 def test_lid_model_found_and_labels_italian_and_english():
     assert find_lid_model().name == "lid.176.ftz"
-    assert identify_languages(["Scegliete Strumenti - Opzioni e poi fate clic sulla scheda.", "Choose Tools - Options."]) == ["it", "en"]
+    lines = ["Scegliete Strumenti - Opzioni e poi fate clic sulla scheda.", "Choose Tools - Options."]
+    assert identify_languages(lines) == ["it", "en"]
     assert identify_languages([]) == []
 
 
@@ -25,7 +26,9 @@ def test_language_shares_ignore_blank_lines_and_sum_to_one():
     assert language_shares([]) == {}
 
 
-@pytest.mark.parametrize(("code", "label"), [("it", "it"), ("pt-br", "pt"), ("zh-CN", "zh"), ("en_us", "en"), ("dz", "bo")])
+@pytest.mark.parametrize(
+    ("code", "label"), [("it", "it"), ("pt-br", "pt"), ("zh-CN", "zh"), ("en_us", "en"), ("dz", "bo")]
+)
 def test_language_codes_map_to_lid_labels(code, label):
     assert fasttext_label(code) == label
 
@@ -118,4 +121,5 @@ def test_non_latin_fixtures_pass_as_themselves_and_fail_as_italian(fixture_corpo
     with pytest.raises(CorpusCheckError, match=f"found {language} 100%"):
         check_corpus(files, "it", min_lines=100)
     pairs = [json.loads(line) for line in fixture_corpora[f"{language}-en.validation"].read_text("utf-8").splitlines()]
-    assert [pair[language] for pair in pairs] == fixture_corpora[f"{language}.validation"].read_text("utf-8").splitlines()
+    lines = fixture_corpora[f"{language}.validation"].read_text("utf-8").splitlines()
+    assert [pair[language] for pair in pairs] == lines

@@ -32,10 +32,12 @@ def test_model_still_knows_paris(source_model):
 def test_tokenizer_special_tokens_no_bos_and_chat_template(source_model, embedded_assets):
     model, tokenizer = source_model
     assert tokenizer("Ciao")["input_ids"][0] != tokenizer.bos_token_id  # add_bos is off, as SmolLM2 was trained
-    assert (tokenizer.bos_token, tokenizer.eos_token, tokenizer.unk_token) == ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+    specials = (tokenizer.bos_token, tokenizer.eos_token, tokenizer.unk_token)
+    assert specials == ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
     assert model.config.vocab_size == 49152 and model.config.tie_word_embeddings
     assert model.config.eos_token_id == tokenizer.eos_token_id
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Ciao"}], tokenize=False, add_generation_prompt=True)
+    chat = [{"role": "user", "content": "Ciao"}]
+    prompt = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     assert prompt.endswith("<|im_start|>user\nCiao<|im_end|>\n<|im_start|>assistant\n")
     saved = json.loads((embedded_assets.model_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
     assert saved["add_bos_token"] is False and "local_files_only" not in saved

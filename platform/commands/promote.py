@@ -1,0 +1,108 @@
+"""``vocadapt promote`` and ``vocadapt rollback``: move registry aliases through measured gates, and back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from vocadapt.platform.commands._errors import UserError, user_errors
+
+EXIT_REFUSED = 1
+
+
+def load_gates(path: Path | None):
+    """Gates from a YAML file: its ``promotion:`` section (a sweep config has one) or a bare mapping of gates."""
+    import yaml
+    from pydantic import ValidationError
+
+    from vocadapt.platform.registry import PromotionGates
+
+    if path is None:
+        return PromotionGates()
+    if not path.is_file():
+        raise UserError(f"gates file {path} does not exist; pass a YAML with a `promotion:` section")
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise UserError(f"gates file {path} is not valid YAML: {error}") from error
+    section = tree.get("promotion", tree) if isinstance(tree, dict) else None
+    if not isinstance(section, dict):
+        raise UserError(f"gates file {path} must hold a mapping of gates (or a `promotion:` section)")
+    try:
+        return PromotionGates.model_validate(section)
+    except ValidationError as error:
+        fields = ", ".join(".".join(map(str, e["loc"])) + f": {e['msg']}" for e in error.errors())
+        raise UserError(f"gates in {path} are invalid ({fields}); see PromotionGates in platform/registry.py") \
+            from error
+
+
+def registry_client(tracking_uri: str | None):
+    """An MLflow client for the registry; an authentication failure becomes a clear user error."""
+    import mlflow
+
+    from vocadapt.platform.tracking import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    mlflow.set_registry_uri(uri)
+    return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def explain_mlflow_error(error: Exception) -> UserError:
+    text = str(error)
+    if "401" in text or "403" in text or "UNAUTHENTICATED" in text or "PERMISSION_DENIED" in text:
+        return UserError(
+            f"the MLflow server refused the request ({text.splitlines()[0][:200]}); set MLFLOW_TRACKING_USERNAME "
+            f"and MLFLOW_TRACKING_PASSWORD to a user allowed to manage this model"
+        )
+    return UserError(f"MLflow: {text.splitlines()[0][:300]}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("promote")
+    def promote_command(
+        name: str = typer.Argument(..., help="Registered model name, e.g. vocadapt-it-smollm2-135m."),
+        version: int = typer.Option(..., "--version", help="Model version to promote."),
+        to: str = typer.Option("champion", "--to", help="Alias to move when every gate passes."),
+        gates_path: Optional[Path] = typer.Option(
+            None, "--gates", help="YAML with a `promotion:` section (e.g. a sweep config); default gates otherwise."
+        ),
+        tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: $MLFLOW_TRACKING_URI."),
+    ) -> None:
+        """Check the promotion gates against the version's logged metrics; move the alias only if all pass."""
+        from mlflow.exceptions import MlflowException
+        from rich.console import Console
+
+        from vocadapt.platform.registry import gate_table, promote
+
+        with user_errors():
+            gates = load_gates(gates_path)
+            try:
+                decision = promote(registry_client(tracking_uri), name, version, alias=to, gates=gates)
+            except MlflowException as error:
+                raise explain_mlflow_error(error) from error
+        console = Console()
+        console.print(gate_table(decision))
+        if not decision.accepted:
+            console.print(f"[red]refused[/]: {name}@{to} stays at version {decision.previous}")
+            raise typer.Exit(code=EXIT_REFUSED)
+        console.print(f"{name}@{to} -> version {version} (was {decision.previous})")
+
+    @app.command("rollback")
+    def rollback_command(
+        name: str = typer.Argument(..., help="Registered model name."),
+        alias: str = typer.Option("champion", "--alias", help="Alias to move back."),
+        tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: $MLFLOW_TRACKING_URI."),
+    ) -> None:
+        """Move the alias back to the version it pointed at before the last promotion."""
+        from mlflow.exceptions import MlflowException
+
+        from vocadapt.platform.registry import rollback
+
+        with user_errors():
+            try:
+                current, previous = rollback(registry_client(tracking_uri), name, alias=alias)
+            except MlflowException as error:
+                raise explain_mlflow_error(error) from error
+        typer.echo(f"{name}@{alias}: version {current} -> version {previous}")

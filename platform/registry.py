@@ -1,0 +1,434 @@
+"""The model registry: registration with lineage, a file manifest and a model card; gated promotion; rollback.
+
+Only aliases move (``candidate``, ``champion``), never the deprecated stages. Every promotion decision, accepted or
+refused, is written as tags on the model version, and the registered model keeps each alias's history in a tag, so
+``rollback`` can move ``champion`` back to the version promoted before the current one.
+
+A model's files are pinned at registration by ``vocadapt-manifest.json`` (sha256 per file); the manifest's own
+sha256 goes into a version tag, so a served copy is checked against what was registered, not against itself.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from vocadapt.platform.commands._errors import UserError
+from vocadapt.platform.config_sections import Section
+
+MANIFEST = "vocadapt-manifest.json"
+MODEL_CARD = "model_card.md"
+REQUIRED_LINEAGE = (
+    "vocadapt.source_model", "vocadapt.tokenizer_sha256", "vocadapt.method", "vocadapt.corpus_sha256",
+    "vocadapt.git_commit",
+)
+# A tokenizer is loadable from any one of these file sets (fast JSON, sentencepiece, GPT-2 BPE, WordPiece).
+TOKENIZER_FILE_SETS = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json", "merges.txt"), ("vocab.txt",))
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+_HISTORY_TAG = "vocadapt.alias_history.{alias}"
+_HISTORY_KEEP = 200  # versions kept in an alias's history tag (tag values are capped at 5,000 characters)
+
+
+class ModelFilesError(UserError):
+    """A model folder that must not be served: the message lists every problem found."""
+
+
+# ---------------------------------------------------------------------------------------------------- manifest
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(model_dir: Path) -> str:
+    """Write ``vocadapt-manifest.json`` (relative path -> sha256 of every file) into ``model_dir``.
+
+    Returns the manifest's own sha256, to be stored as the version tag ``vocadapt.manifest_sha256``.
+    """
+    model_dir = Path(model_dir)
+    files = {
+        str(path.relative_to(model_dir)): _sha256(path)
+        for path in sorted(p for p in model_dir.rglob("*") if p.is_file() and p.name != MANIFEST)
+    }
+    text = json.dumps({"format": 1, "files": files}, indent=1, sort_keys=True) + "\n"
+    (model_dir / MANIFEST).write_text(text, encoding="utf-8")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def verify_model_files(model_dir: Path, expected_manifest_sha256: str | None = None) -> dict[str, str]:
+    """Check a downloaded model before anything loads it; returns the manifest's files. Raises ModelFilesError.
+
+    Checks: config, safetensors weights and a complete tokenizer are present; no pickled weights; the manifest
+    exists, matches ``expected_manifest_sha256`` (from the registry) when given, lists every file, and every
+    file's sha256 matches.
+    """
+    model_dir = Path(model_dir)
+    problems = []
+    if not (model_dir / "config.json").is_file():
+        problems.append("config.json is missing")
+    if not list(model_dir.glob("*.safetensors")):
+        problems.append("no *.safetensors weights")
+    if not (model_dir / "tokenizer_config.json").is_file():
+        problems.append("tokenizer file tokenizer_config.json is missing")
+    if not any(all((model_dir / name).is_file() for name in names) for names in TOKENIZER_FILE_SETS):
+        problems.append("tokenizer files are missing (need tokenizer.json, tokenizer.model, vocab.json+merges.txt "
+                        "or vocab.txt)")
+    pickles = sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*") if p.suffix in PICKLE_SUFFIXES)
+    if pickles:
+        problems.append(f"pickled files are not accepted: {pickles}")
+    manifest_path = model_dir / MANIFEST
+    files: dict[str, str] = {}
+    if not manifest_path.is_file():
+        problems.append(f"{MANIFEST} is missing (the model was not registered through vocadapt's registry)")
+    else:
+        raw = manifest_path.read_bytes()
+        if expected_manifest_sha256 and hashlib.sha256(raw).hexdigest() != expected_manifest_sha256:
+            problems.append(f"{MANIFEST} differs from the one recorded at registration")
+        files = json.loads(raw)["files"]
+        present = {str(p.relative_to(model_dir)) for p in model_dir.rglob("*") if p.is_file() and p.name != MANIFEST}
+        for name in sorted(set(files) - present):
+            problems.append(f"{name} is listed in the manifest but missing")
+        for name in sorted(present - set(files)):
+            problems.append(f"{name} is not listed in the manifest")
+        for name in sorted(set(files) & present):
+            if _sha256(model_dir / name) != files[name]:
+                problems.append(f"{name} fails its sha256 check")
+    if problems:
+        raise ModelFilesError(
+            f"model files in {model_dir} are refused:\n  - " + "\n  - ".join(problems)
+            + "\nRe-register the model from its training output (vocadapt adapt / sweep), or download it again."
+        )
+    return files
+
+
+# ---------------------------------------------------------------------------------------------- registration
+
+
+@dataclass
+class Registered:
+    name: str
+    version: int
+    model_uri: str
+    manifest_sha256: str
+
+
+def register_model(
+    tracker, run_id: str, model_dir: Path, name: str, *, lineage: Mapping[str, Any], alias: str = "candidate",
+    metrics: Mapping[str, float] | None = None,
+) -> Registered:
+    """Register a saved checkpoint as a new version of ``name`` with lineage tags, a manifest and a model card.
+
+    ``tracker`` is a ``platform.tracking.Tracker``; ``run_id`` the run that produced the model (its metrics and
+    its parent run's are what the promotion gates read). The manifest is written into ``model_dir`` first.
+    """
+    missing = [key for key in REQUIRED_LINEAGE if not lineage.get(key)]
+    if missing:
+        raise UserError(f"cannot register {name}: lineage tags {missing} are missing; pass them in `lineage`")
+    manifest_sha = write_manifest(Path(model_dir))
+    model_uri = tracker.log_model_directory(run_id, Path(model_dir))
+    tags = {**lineage, "vocadapt.run_id": run_id, "vocadapt.manifest_sha256": manifest_sha,
+            "vocadapt.model_card": f"runs:/{run_id}/{MODEL_CARD}"}
+    version = _create_version(tracker.client, name, model_uri, run_id, tags, alias)
+    card = model_card(name, version, tags, metrics or collect_metrics(tracker.client, run_id))
+    tracker.log_text(run_id, card, MODEL_CARD)
+    return Registered(name, version, model_uri, manifest_sha)
+
+
+def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mapping[str, Any], alias: str) -> int:
+    """Create the version, tag it, point ``alias`` at it.
+
+    Lineage tags are checksums, names and commits, never secrets; they are written with only URI credentials
+    stripped, because ``tracking.redact`` masks every key containing "token" (``vocadapt.tokenizer_sha256``).
+    """
+    from mlflow.exceptions import MlflowException
+
+    from vocadapt.platform.tracking import redact_value
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException as error:
+        if "RESOURCE_ALREADY_EXISTS" not in str(error.error_code):
+            raise
+    version = client.create_model_version(name, model_uri, run_id=run_id)
+    for key, value in tags.items():
+        client.set_model_version_tag(name, version.version, key, str(redact_value(str(value))))
+    if alias:
+        client.set_registered_model_alias(name, alias, version.version)
+    return int(version.version)
+
+
+def collect_metrics(client, run_id: str) -> dict[str, float]:
+    """The run's metrics, with its parent run's metrics added under their own names where the run lacks them."""
+    run = client.get_run(run_id)
+    metrics = dict(run.data.metrics)
+    parent_id = run.data.tags.get("mlflow.parentRunId")
+    if parent_id:
+        for key, value in client.get_run(parent_id).data.metrics.items():
+            metrics.setdefault(key, value)
+    return metrics
+
+
+def model_card(name: str, version: int, tags: Mapping[str, Any], metrics: Mapping[str, float]) -> str:
+    """A markdown model card: what was done (lineage) and the numbers (bits per byte, fertility, benchmarks)."""
+    language = tags.get("vocadapt.target_language", "target")
+    lines = [
+        f"# {name} version {version}",
+        "",
+        f"Vocabulary adaptation of `{tags.get('vocadapt.source_model')}` to `{language}` with the "
+        f"`{tags.get('vocadapt.method')}` initialiser, made by vocadapt.",
+        "",
+        "## Lineage",
+        "",
+        "| tag | value |",
+        "| --- | --- |",
+        *(f"| {key} | `{value}` |" for key, value in sorted(tags.items()) if key.startswith("vocadapt.")),
+        "",
+        "## Numbers",
+        "",
+        "Bits per byte on held-out text (lower is better; comparable across tokenizers); fertility in tokens "
+        "per word.",
+        "",
+        "| metric | value |",
+        "| --- | --- |",
+        *(f"| {key} | {value:.4f} |" for key, value in sorted(metrics.items())
+          if key.startswith(("bpb_", "source_model.", "fertility.", "benchmark."))),
+        "",
+        "## Use",
+        "",
+        f"`vocadapt serve models:/{name}@champion` (once promoted) starts an OpenAI-compatible server. The files "
+        f"are pinned by `{MANIFEST}` (sha256 `{tags.get('vocadapt.manifest_sha256')}`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------- promotion
+
+
+class PromotionGates(Section):
+    """What a model version must show before an alias (``champion``) moves to it. Margins are relative."""
+
+    target_bpb_margin: float = Field(
+        0.0, ge=0, description="Target-language bits per byte may exceed the source model's by this fraction "
+        "(0: no worse than the source)."
+    )
+    source_bpb_margin: float = Field(
+        0.25, ge=0, description="Source-language (English) bits per byte may exceed the source model's by this "
+        "fraction (the forgetting check)."
+    )
+    min_fertility_reduction: float = Field(
+        0.10, ge=0, lt=1, description="Target-language tokens per word must be at least this fraction lower "
+        "with the target tokenizer than with the source tokenizer."
+    )
+    benchmark_margin: float = Field(
+        0.02, ge=0, description="Each benchmark score (metric benchmark.<task>.<measure>, higher is better) may "
+        "be at most this much (absolute) below the source model's (source_model.benchmark.<task>.<measure>)."
+    )
+    require_benchmarks: bool = Field(
+        False, description="Refuse when no benchmark scores were logged (otherwise that gate is skipped)."
+    )
+
+
+@dataclass
+class GateResult:
+    gate: str
+    measured: float | None
+    threshold: float | None
+    passed: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gate": self.gate, "measured": self.measured, "threshold": self.threshold, "passed": self.passed,
+                "detail": self.detail}
+
+
+@dataclass
+class PromotionDecision:
+    name: str
+    version: int
+    alias: str
+    gates: list[GateResult]
+    previous: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool:
+        return all(gate.passed for gate in self.gates)
+
+
+def _first(metrics: Mapping[str, float], *keys: str) -> tuple[str, float | None]:
+    for key in keys:
+        if key in metrics:
+            return key, metrics[key]
+    return keys[0], None
+
+
+def _bound_gate(gate: str, measured_key: str, measured: float | None, reference_key: str,
+                reference: float | None, threshold: float | None, comparison: str) -> GateResult:
+    if measured is None or reference is None or threshold is None:
+        missing = [k for k, v in ((measured_key, measured), (reference_key, reference)) if v is None]
+        return GateResult(gate, measured, threshold, False, f"not measured: metric {missing} missing")
+    passed = measured <= threshold
+    return GateResult(gate, measured, threshold, passed, f"{measured_key} {comparison} ({reference_key}="
+                      f"{reference:.4f})")
+
+
+def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language: str) -> list[GateResult]:
+    """Check ``gates`` against a version's metrics (its run's, plus its parent run's). Missing metrics fail."""
+    results = []
+    for stream, margin, name in (("target", gates.target_bpb_margin, "target bits per byte"),
+                                 ("source", gates.source_bpb_margin, "source-language bits per byte")):
+        key, value = _first(metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
+        ref_key = f"source_model.bpb_{stream}"
+        reference = metrics.get(ref_key)
+        threshold = None if reference is None else reference * (1 + margin)
+        results.append(_bound_gate(name, key, value, ref_key, reference, threshold,
+                                   f"<= source x {1 + margin:g}"))
+    ours_key = f"fertility.target_tokenizer.{language}.tokens_per_word"
+    theirs_key = f"fertility.source_tokenizer.{language}.tokens_per_word"
+    theirs = metrics.get(theirs_key)
+    threshold = None if theirs is None else theirs * (1 - gates.min_fertility_reduction)
+    results.append(_bound_gate("target fertility", ours_key, metrics.get(ours_key), theirs_key, theirs, threshold,
+                               f"<= source tokenizer x {1 - gates.min_fertility_reduction:g}"))
+    results.extend(_benchmark_gates(metrics, gates))
+    return results
+
+
+def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates) -> list[GateResult]:
+    scores = {key: value for key, value in metrics.items() if key.startswith("benchmark.")}
+    if not scores:
+        return [GateResult("benchmarks", None, None, not gates.require_benchmarks,
+                           "no benchmark.* metrics logged" + (" (required)" if gates.require_benchmarks
+                                                              else ": skipped"))]
+    results = []
+    for key, score in sorted(scores.items()):
+        reference = metrics.get(f"source_model.{key}")
+        if reference is None:
+            results.append(GateResult(key, score, None, False, f"not measured: source_model.{key} missing"))
+            continue
+        floor = reference - gates.benchmark_margin
+        results.append(GateResult(key, score, floor, score >= floor, f">= source {reference:.4f} - "
+                                  f"{gates.benchmark_margin:g}"))
+    return results
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _who() -> str:
+    return os.environ.get("MLFLOW_TRACKING_USERNAME") or getpass.getuser()
+
+
+def _model_version(client, name: str, version: int):
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return client.get_model_version(name, str(version))
+    except MlflowException as error:
+        if "RESOURCE_DOES_NOT_EXIST" in str(error.error_code) or "not found" in str(error).lower():
+            raise UserError(f"registered model {name!r} has no version {version}; list versions with "
+                            f"`mlflow models` or the MLflow UI") from error
+        raise
+
+
+def alias_history(client, name: str, alias: str) -> list[int]:
+    """Versions that ``alias`` was moved to by promotion, oldest first (rollbacks pop the last one)."""
+    model = client.get_registered_model(name)
+    return [int(v) for v in json.loads(model.tags.get(_HISTORY_TAG.format(alias=alias), "[]"))]
+
+
+def _set_history(client, name: str, alias: str, history: list[int]) -> None:
+    client.set_registered_model_tag(name, _HISTORY_TAG.format(alias=alias), json.dumps(history[-_HISTORY_KEEP:]))
+
+
+def _current(client, name: str, alias: str) -> int | None:
+    model = client.get_registered_model(name)
+    return int(model.aliases[alias]) if alias in (model.aliases or {}) else None
+
+
+def promote(client, name: str, version: int, *, alias: str = "champion",
+            gates: PromotionGates | None = None) -> PromotionDecision:
+    """Check the gates for ``name`` version ``version``; move ``alias`` only if every gate passes.
+
+    The decision is recorded on the version either way (tags ``vocadapt.promotion.<alias>.*``).
+    """
+    gates = gates or PromotionGates()
+    model_version = _model_version(client, name, version)
+    if not model_version.run_id:
+        raise UserError(f"{name} version {version} has no run; only versions registered from a run can be gated")
+    language = model_version.tags.get("vocadapt.target_language", "it")
+    results = evaluate_gates(collect_metrics(client, model_version.run_id), gates, language)
+    decision = PromotionDecision(name, int(version), alias, results, previous=_current(client, name, alias))
+    prefix = f"vocadapt.promotion.{alias}"
+    decision.tags = {
+        f"{prefix}.decision": "accepted" if decision.accepted else "refused",
+        f"{prefix}.at": _now(),
+        f"{prefix}.by": _who(),
+        f"{prefix}.gates": json.dumps([g.as_dict() for g in results], separators=(",", ":"))[:4900],
+    }
+    if decision.accepted:
+        client.set_registered_model_alias(name, alias, str(version))
+        history = alias_history(client, name, alias)
+        if decision.previous is not None and (not history or history[-1] != decision.previous):
+            history.append(decision.previous)  # an alias set by hand still counts as a previous champion
+        if not history or history[-1] != int(version):
+            history.append(int(version))
+        _set_history(client, name, alias, history)
+        decision.tags[f"{prefix}.previous"] = str(decision.previous) if decision.previous is not None else ""
+    for key, value in decision.tags.items():
+        client.set_model_version_tag(name, str(version), key, value)
+    return decision
+
+
+def rollback(client, name: str, *, alias: str = "champion") -> tuple[int, int]:
+    """Move ``alias`` back to the version it pointed at before the last promotion; returns (from, to)."""
+    history = alias_history(client, name, alias)
+    current = _current(client, name, alias)
+    if current is None:
+        raise UserError(f"registered model {name!r} has no {alias!r} alias; nothing to roll back")
+    if current in history:
+        history = history[: len(history) - history[::-1].index(current)]
+    if len(history) < 2 or history[-1] != current:
+        raise UserError(f"{name}@{alias} (version {current}) has no previous {alias} in its history; "
+                        f"promote another version with `vocadapt promote {name} --version V --to {alias}`")
+    previous = history[-2]
+    client.set_registered_model_alias(name, alias, str(previous))
+    _set_history(client, name, alias, history[:-1])
+    client.set_model_version_tag(name, str(current), f"vocadapt.rollback.{alias}",
+                                 json.dumps({"at": _now(), "by": _who(), "to": previous}))
+    client.set_model_version_tag(name, str(previous), f"vocadapt.promotion.{alias}.restored_at", _now())
+    return current, previous
+
+
+def gate_table(decision: PromotionDecision):
+    """A rich table of the gates, for the console."""
+    from rich.table import Table
+
+    verdict = "[green]accepted[/]" if decision.accepted else "[red]refused[/]"
+    table = Table(title=f"{decision.name} version {decision.version} -> @{decision.alias}: {verdict}")
+    for column, justify in (("gate", "left"), ("measured", "right"), ("threshold", "right"), ("result", "left"),
+                            ("how", "left")):
+        table.add_column(column, justify=justify)
+    for gate in decision.gates:
+        table.add_row(
+            gate.gate,
+            "-" if gate.measured is None else f"{gate.measured:.4f}",
+            "-" if gate.threshold is None else f"{gate.threshold:.4f}",
+            "[green]pass[/]" if gate.passed else "[red]FAIL[/]",
+            gate.detail,
+        )
+    return table

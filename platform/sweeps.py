@@ -1,0 +1,326 @@
+"""Sweep configs and the Ray Tune glue: a search space over dotted fields of the experiment config, ASHA on
+held-out target bits per byte, one MLflow child run per trial nested under the sweep's parent run.
+
+The config part imports nothing heavy; Ray is imported inside the functions that use it. The MLflow traps of Tune
+are avoided on purpose: no ``MLflowLoggerCallback`` (it makes flat runs) and no ``setup_mlflow`` (concurrent trials
+race to create the experiment); the driver creates the experiment and the parent run, each trial opens its own
+child run with an explicit ``mlflow.parentRunId`` and always ends it, and ``MLFLOW_RUN_ID`` is removed before any
+worker starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
+
+from vocadapt.platform.config import ConfigError, ExperimentConfig, apply_override
+from vocadapt.platform.config_sections import Section
+from vocadapt.platform.registry import PromotionGates
+
+METRIC = "bpb_target"  # held-out target-language bits per byte: what ASHA stops on and the leaderboard ranks by
+STATE_FILE = "vocadapt-sweep.json"
+SINGLE_METHOD_FIELD = "init.methods"
+
+
+class SearchDimension(Section):
+    """One field's values: give exactly one of ``grid``, ``choice``, ``uniform``, ``loguniform``, ``randint``."""
+
+    grid: list[Any] | None = Field(None, description="Every value is tried (crossed with the other grids).")
+    choice: list[Any] | None = Field(None, description="Each trial samples one value.")
+    uniform: tuple[float, float] | None = Field(None, description="Each trial samples uniformly in [low, high].")
+    loguniform: tuple[float, float] | None = Field(None, description="Sampled log-uniformly in [low, high].")
+    randint: tuple[int, int] | None = Field(None, description="An integer sampled in [low, high).")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> SearchDimension:
+        given = [name for name in ("grid", "choice", "uniform", "loguniform", "randint") if getattr(self, name)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of grid, choice, uniform, loguniform, randint (got {given or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(n for n in ("grid", "choice", "uniform", "loguniform", "randint") if getattr(self, n))
+
+    def values_to_check(self) -> list[Any]:
+        """The values every trial could take, or a range's two ends: each is validated before the sweep."""
+        return list(getattr(self, self.kind))
+
+
+class SchedulerSection(Section):
+    kind: Literal["asha", "fifo"] = Field("asha", description="ASHA early stopping, or run every trial to the end.")
+    grace_period: int = Field(1, ge=1, description="Reports a trial makes before ASHA may stop it.")
+    reduction_factor: float = Field(2.0, gt=1, description="ASHA keeps 1/reduction_factor of trials per rung.")
+    max_t: int = Field(
+        2, ge=1, description="Reports per trial: the objective's intermediate ones plus the final one (adapt: "
+        "zero-shot bits per byte, then after LAPT)."
+    )
+
+
+class BudgetSection(Section):
+    num_samples: int = Field(1, ge=1, description="Samples of the search space (each repeats the grid).")
+    max_concurrent_trials: int = Field(2, ge=1, description="Trials run at once, as resources allow.")
+    cpus_per_trial: float = Field(1.0, gt=0, description="CPUs reserved per trial (LAPT workers ask for their own).")
+    gpus_per_trial: float = Field(0.0, ge=0, description="GPUs reserved per trial.")
+    time_budget_s: float | None = Field(None, gt=0, description="Stop starting trials after this many seconds.")
+
+
+class SweepConfig(Section):
+    """A sweep: a base experiment, a search space over its dotted fields, a scheduler and a budget."""
+
+    name: str = Field("sweep", description="Sweep name: the Tune experiment folder and the MLflow parent run.")
+    base: str | dict[str, Any] = Field(
+        ..., description="The base experiment: a YAML path (relative to this file) or an inline mapping."
+    )
+    overrides: list[str] = Field(
+        default_factory=list, description="Dotted overrides applied to the base (e.g. tiny budgets: lapt.max_steps=2)."
+    )
+    search_space: dict[str, SearchDimension] = Field(
+        ..., min_length=1, description="Dotted experiment fields to values; init.methods takes one method per trial."
+    )
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    budget: BudgetSection = Field(default_factory=BudgetSection)
+    storage_path: str = Field("runs/sweeps", description="Where Tune keeps trial state (resume reads it).")
+    register_best: bool = Field(True, description="Register the best trial's model with alias 'candidate'.")
+    registered_model: str | None = Field(None, description="Registry name; default: the adapt pipeline's.")
+    keep_models: Literal["best", "all"] = Field("best", description="Trial checkpoints kept on disk afterwards.")
+    promotion: PromotionGates = Field(default_factory=PromotionGates, description="Gates for `vocadapt promote`.")
+    _folder: Path = PrivateAttr(default_factory=Path.cwd)
+
+    def base_tree(self) -> dict[str, Any]:
+        """The base experiment as a mapping, with the sweep's ``overrides`` applied."""
+        if isinstance(self.base, dict):
+            tree = copy.deepcopy(self.base)
+        else:
+            path = Path(self.base) if Path(self.base).is_absolute() else self._folder / self.base
+            if not path.is_file():
+                raise ConfigError(f"sweep base {self.base!r} does not exist (looked for {path}); give a path "
+                                  f"relative to the sweep file or an inline mapping")
+            tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for assignment in self.overrides:
+            apply_override(tree, assignment)
+        return tree
+
+    def storage(self) -> Path:
+        return Path(self.storage_path).resolve()
+
+
+def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``a.b.c`` in a nested mapping; ``init.methods`` given one method name becomes a one-item list."""
+    if dotted == SINGLE_METHOD_FIELD and isinstance(value, str):
+        value = [value]
+    *sections, last = dotted.split(".")
+    node = tree
+    for key in sections:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"search_space.{dotted}: {key!r} is not a section of the experiment config")
+    node[last] = value
+
+
+def trial_experiment(base_tree: dict[str, Any], assignments: dict[str, Any]) -> ExperimentConfig:
+    """The experiment config of one trial: the base with the trial's values set, validated."""
+    tree = copy.deepcopy(base_tree)
+    for dotted, value in assignments.items():
+        set_dotted(tree, dotted, value)
+    return ExperimentConfig.model_validate(tree)
+
+
+def validate_sweep(sweep: SweepConfig) -> list[dict[str, Any]]:
+    """Validate every value of every dimension against the experiment schema, before any trial starts.
+
+    Returns the grid's combinations (each dict is one trial's grid assignments). Raises ConfigError naming the
+    dimension, the value and the problem.
+    """
+    base = sweep.base_tree()
+    try:
+        ExperimentConfig.model_validate(base)
+    except ValidationError as error:
+        raise ConfigError(f"sweep {sweep.name}: the base experiment is invalid: {error}") from error
+    for dotted, dimension in sweep.search_space.items():
+        for value in dimension.values_to_check():
+            try:
+                trial_experiment(base, {dotted: value})
+            except ValidationError as error:
+                problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+                raise ConfigError(
+                    f"search_space.{dotted}: value {value!r} does not make a valid experiment ({problem}); "
+                    f"fix the value or the field name (see `vocadapt config --schema`)"
+                ) from error
+    grids = {k: d.grid for k, d in sweep.search_space.items() if d.kind == "grid"}
+    return [dict(zip(grids, combo)) for combo in itertools.product(*grids.values())]
+
+
+def load_sweep_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SweepConfig:
+    """Read a sweep YAML, apply dotted overrides to the sweep's own fields, validate it and every trial value."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"sweep config {path} does not exist; pass a YAML such as configs/sweeps/italian-smollm2.yaml")
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"sweep config {path} is not valid YAML: {error}") from error
+    if not isinstance(tree, dict):
+        raise ConfigError(f"sweep config {path} must hold a mapping, not {type(tree).__name__}")
+    for assignment in overrides:
+        apply_override(tree, assignment)
+    try:
+        sweep = SweepConfig.model_validate(tree)
+    except ValidationError as error:
+        lines = [f"invalid sweep config {path}:"]
+        lines += [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()]
+        raise ConfigError("\n".join(lines)) from error
+    sweep._folder = path.resolve().parent
+    validate_sweep(sweep)
+    return sweep
+
+
+# ------------------------------------------------------------------------------------------------ Ray Tune glue
+
+
+def param_space(sweep: SweepConfig) -> dict[str, Any]:
+    """The search space as Ray Tune samplers, keyed by dotted field."""
+    from ray import tune
+
+    samplers = {"grid": tune.grid_search, "choice": tune.choice, "uniform": lambda r: tune.uniform(*r),
+                "loguniform": lambda r: tune.loguniform(*r), "randint": lambda r: tune.randint(*r)}
+    return {dotted: samplers[d.kind](list(getattr(d, d.kind))) for dotted, d in sweep.search_space.items()}
+
+
+@dataclass
+class TrialOutcome:
+    """What an objective returns: the run holding the trained model, its metrics, where its files are."""
+
+    metrics: dict[str, float]
+    model_run_id: str | None = None
+    model_dir: str | None = None
+    method: str | None = None
+    lineage: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TrialContext:
+    """Given to an objective inside a Tune trial."""
+
+    tracker: Any  # platform.tracking.Tracker on the sweep's experiment
+    trial_run_id: str
+    trial_id: str
+    # Intermediate results (must include METRIC); each call is one ASHA step. The final result is the returned
+    # TrialOutcome, reported by the trial itself. The scheduler may stop the trial inside any call.
+    report: Callable[[dict[str, float]], None]
+
+
+Objective = Callable[[ExperimentConfig, TrialContext], TrialOutcome]
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything a trial needs, shipped to the Ray worker once (``tune.with_parameters``)."""
+
+    sweep_name: str
+    sweep_run_id: str
+    tracking_uri: str
+    experiment: str
+    base_tree: dict[str, Any]
+    output_dir: str
+    objective: Objective
+
+
+def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
+    """The Tune trainable: one trial = one child run of the sweep's run, always ended (FINISHED or FAILED)."""
+    from ray import tune
+
+    from vocadapt.platform.tracking import Tracker
+
+    os.environ.pop("MLFLOW_RUN_ID", None)  # `mlflow run` sets it in the driver; it must not steer this trial
+    context = tune.get_context()
+    trial_id = context.get_trial_id()
+    tracker = Tracker(spec.tracking_uri, spec.experiment)
+    tags = {"vocadapt.sweep.name": spec.sweep_name, "vocadapt.sweep.run_id": spec.sweep_run_id,
+            "vocadapt.sweep.trial_id": trial_id, "vocadapt.sweep.params": json.dumps(params, sort_keys=True)}
+    with tracker.run(f"{spec.sweep_name}/{trial_id}", parent_run_id=spec.sweep_run_id, tags=tags) as run:
+        run_id = run.info.run_id
+        tracker.log_params(run_id, params)
+        tree = copy.deepcopy(spec.base_tree)
+        set_dotted(tree, "name", f"{spec.sweep_name}-{trial_id}")
+        set_dotted(tree, "output_dir", str(Path(spec.output_dir) / "trials"))
+        set_dotted(tree, "tracking.tracking_uri", spec.tracking_uri)
+        set_dotted(tree, "tracking.experiment", spec.experiment)
+        set_dotted(tree, "tracking.register_best", False)  # the sweep registers its best trial, once
+        config = trial_experiment(tree, params)
+        steps = itertools.count(1)
+
+        def report(metrics: dict[str, float]) -> None:
+            step = next(steps)
+            tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step)
+            tune.report({**metrics, "mlflow_run_id": run_id})
+
+        outcome = spec.objective(config, TrialContext(tracker, run_id, trial_id, report))
+        tracker.log_metrics(run_id, outcome.metrics, next(steps))
+        tracker.set_tags(run_id, {"vocadapt.sweep.model_run_id": outcome.model_run_id or "",
+                                  "vocadapt.method": outcome.method or ""})
+        tracker.log_dict(run_id, config.model_dump(mode="json"), "config.json")
+    # The run is ended before the last report: at it the scheduler may stop the trial, which never returns here.
+    tune.report({**outcome.metrics, "mlflow_run_id": run_id, "model_run_id": outcome.model_run_id or "",
+                 "model_dir": outcome.model_dir or "", "method": outcome.method or "",
+                 "lineage": json.dumps(outcome.lineage), "final": True})
+
+
+def fit(sweep: SweepConfig, spec: TrialSpec, *, resume: bool, retry_failed: bool):
+    """Run (or resume) the Tune experiment; returns its ResultGrid. Trials that fail are recorded, not raised."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, spec=spec),
+        {"cpu": sweep.budget.cpus_per_trial, "gpu": sweep.budget.gpus_per_trial},
+    )
+    path = sweep.storage() / sweep.name
+    if resume:
+        tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, restart_errored=retry_failed)
+        return tuner.fit()
+    if sweep.scheduler.kind == "asha":
+        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=sweep.scheduler.max_t,
+                                  grace_period=sweep.scheduler.grace_period,
+                                  reduction_factor=sweep.scheduler.reduction_factor)
+    else:
+        scheduler = FIFOScheduler()
+    tuner = tune.Tuner(
+        trainable,
+        param_space=param_space(sweep),
+        tune_config=tune.TuneConfig(
+            metric=METRIC, mode="min", scheduler=scheduler, num_samples=sweep.budget.num_samples,
+            max_concurrent_trials=sweep.budget.max_concurrent_trials, time_budget_s=sweep.budget.time_budget_s,
+        ),
+        run_config=tune.RunConfig(
+            name=sweep.name, storage_path=str(sweep.storage()), failure_config=tune.FailureConfig(max_failures=0),
+            verbose=1,
+        ),
+    )
+    return tuner.fit()
+
+
+def can_resume(sweep: SweepConfig) -> bool:
+    from ray import tune
+
+    return tune.Tuner.can_restore(str(sweep.storage() / sweep.name))
+
+
+def read_state(sweep: SweepConfig) -> dict[str, Any]:
+    path = sweep.storage() / sweep.name / STATE_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def write_state(sweep: SweepConfig, state: dict[str, Any]) -> None:
+    folder = sweep.storage() / sweep.name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / STATE_FILE).write_text(json.dumps(state, indent=2), encoding="utf-8")
