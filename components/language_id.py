@@ -51,6 +51,12 @@ def _load_model(model_path: str):
     return fasttext.load_model(model_path)
 
 
+def known_labels(model_path: Path | None = None) -> frozenset[str]:
+    """Every label lid.176 can give ("it", "en", "zh", ...)."""
+    model = _load_model(str(model_path or find_lid_model()))
+    return frozenset(label[len(_LABEL_PREFIX):] for label in model.get_labels())
+
+
 def identify_languages(lines: Sequence[str], model_path: Path | None = None) -> list[str]:
     """The most likely lid.176 label of each line ("it", "en"...), one batched prediction.
 

@@ -34,7 +34,7 @@ from vocadapt.components.corpora import (
     split_units,
 )
 from vocadapt.components.corpora.sources import BIBLES, HELP_LANGUAGES, HELP_LICENCE, HELP_SOURCE, help_package
-from vocadapt.components.language_id import fasttext_label, find_lid_model, identify_languages
+from vocadapt.components.language_id import fasttext_label, find_lid_model, identify_languages, known_labels
 from vocadapt.platform.commands._errors import UserError
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -47,6 +47,12 @@ def check_languages(languages: Sequence[str]) -> None:
         raise UserError(
             f"no embedded corpus for {', '.join(unknown)}: choose from {' '.join(HELP_LANGUAGES)} "
             "(LibreOffice help languages; de es fr it also get a public-domain Bible)"
+        )
+    unidentifiable = [lang for lang in languages if fasttext_label(lang) not in known_labels()]
+    if unidentifiable:
+        raise UserError(
+            f"fastText's lid.176 cannot recognise {', '.join(unidentifiable)}, so the partly translated help pages "
+            "cannot be filtered to that language: choose another language, or give your own corpus files"
         )
 
 

@@ -36,18 +36,14 @@ def register(app: typer.Typer) -> None:
         table = Table(title=f"embedded default under {assets.home}")
         for column in ("file", "lines", "MB", "sha256"):
             table.add_column(column, justify="right" if column in ("lines", "MB") else "left")
+        asked = {"en", *(code.lower() for code in lang)}
         for relative, info in sorted(assets.manifest["files"].items()):
+            if relative.startswith("corpora/") and _language_of(relative) not in asked:
+                continue  # built earlier for another language: `vocadapt assets --lang XX` shows it
             lines = f"{info['lines']:,}" if "lines" in info else ""
             table.add_row(relative, lines, f"{info['bytes'] / 1e6:.2f}", info["sha256"][:12])
         Console().print(table)
-        for language, entry in sorted(assets.manifest["corpora"].items()):
-            dropped = entry.get("dropped", {})
-            by_label = dropped.get("language_id", {})
-            typer.echo(
-                f"{language}: units {entry['units']}; dropped: {by_label.get('total', 0)} by language id "
-                f"{_largest(by_label.get('by_label', {}))}, "
-                f"{dropped.get('identical_to_english', 0)} untranslated, {dropped.get('duplicates', 0)} duplicates"
-            )
+        Console().print(_corpus_summary(assets.manifest, asked))
         typer.echo(f"model: {assets.model_dir}  ({time.perf_counter() - started:.1f} s)")
 
 
@@ -55,3 +51,34 @@ def _largest(counts: dict[str, int], shown: int = 5) -> str:
     """The most frequent labels first, e.g. ``en 4187, es 927``."""
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:shown]
     return "(" + ", ".join(f"{label} {count}" for label, count in ranked) + ")"
+
+
+def _language_of(relative: str) -> str:
+    """``corpora/it/train.txt`` -> "it"; ``corpora/parallel/it-en/test.jsonl`` -> "it"."""
+    parts = relative.split("/")
+    return parts[2].rsplit("-en", 1)[0] if parts[1] == "parallel" else parts[1]
+
+
+def _corpus_summary(manifest: dict, asked: set[str]):
+    """A table per language: units by source, lines per split, and what the build dropped and why."""
+    from rich.table import Table
+
+    table = Table(title="corpora (units are paragraphs or verses, one per line)")
+    columns = ("lang", "units by source", "train / validation / test", "dropped: language id", "untranslated", "duplicates")
+    for column in columns:
+        table.add_column(column)
+    for language, entry in sorted(manifest["corpora"].items()):
+        if language not in asked:
+            continue
+        dropped = entry.get("dropped", {})
+        language_id = dropped.get("language_id", {})
+        lines = entry.get("lines", {})
+        table.add_row(
+            language,
+            ", ".join(f"{source} {count:,}" for source, count in sorted(entry["units"].items())),
+            " / ".join(f"{lines.get(split, 0):,}" for split in ("train", "validation", "test")),
+            f"{language_id.get('total', 0):,} {_largest(language_id.get('by_label', {}), shown=3)}",
+            f"{dropped.get('identical_to_english', 0):,}",
+            f"{dropped.get('duplicates', 0):,}",
+        )
+    return table

@@ -114,6 +114,8 @@ def test_load_errors_name_the_fix(tmp_path, fake):
 def test_unknown_language_refused_before_any_work(tmp_path, fake):
     with pytest.raises(asset_builders.UserError, match="no embedded corpus for xx"):
         build_assets(tmp_path, ("xx",))
+    with pytest.raises(asset_builders.UserError, match="lid.176 cannot recognise om"):
+        build_assets(tmp_path, ("om",))
     assert fake.model_calls == 0
 
 
