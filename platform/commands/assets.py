@@ -64,8 +64,7 @@ def _corpus_summary(manifest: dict, asked: set[str]):
     from rich.table import Table
 
     table = Table(title="corpora (units are paragraphs or verses, one per line)")
-    columns = ("lang", "units by source", "train / validation / test", "dropped: language id", "untranslated", "duplicates")
-    for column in columns:
+    for column in ("lang", "units by source", "train / val / test", "dropped: lang id", "untranslated", "duplicates"):
         table.add_column(column)
     for language, entry in sorted(manifest["corpora"].items()):
         if language not in asked:
