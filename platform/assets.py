@@ -81,6 +81,13 @@ class EmbeddedAssets:
             )
         return self.home / relative
 
+    def sha256(self, path: Path) -> str:
+        """The sha256 the manifest records for a built file (for lineage tags), without reading it again."""
+        relative = Path(path).resolve().relative_to(self.home.resolve()).as_posix()
+        if relative not in self.manifest["files"]:
+            raise KeyError(f"{relative} is not a file of the embedded assets under {self.home}")
+        return self.manifest["files"][relative]["sha256"]
+
     def verify(self) -> list[str]:
         """Files whose size or sha256 differs from the manifest (or that are missing); [] when all match."""
         problems = []

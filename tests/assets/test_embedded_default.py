@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -55,6 +56,8 @@ def test_manifest_sha256_sums_match_every_file(embedded_assets):
         if path.is_file()
     }
     assert on_disk == set(manifest["files"])
+    test_file = embedded_assets.corpus("it", "test")
+    assert embedded_assets.sha256(test_file) == hashlib.sha256(test_file.read_bytes()).hexdigest()
     assert manifest["corpora"]["it"]["units"]["bible-diodati"] > 30_000
     assert manifest["sources"]["bible-diodati"]["licence"] == "public domain"
     assert load_assets(embedded_assets.home).manifest == manifest  # instant second look
