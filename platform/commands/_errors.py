@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import typer
 from rich.console import Console
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 class UserError(Exception):

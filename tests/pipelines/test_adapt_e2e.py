@@ -62,7 +62,7 @@ def test_adapt_over_http_registers_candidate_with_lineage(tmp_path, tiny_model, 
         assert parent.data.params["lapt.max_steps"] == "2"
         for child in children:
             assert {"bpb_target_zero_shot", "bpb_source_zero_shot", "bpb_target_after_lapt"} <= set(child.data.metrics)
-            history = client.get_metric_history(child.info.run_id, "train_loss")
+            history = client.get_metric_history(child.info.run_id, "lapt_loss")
             assert len(history) >= 1
         metrics = parent.data.metrics
         assert metrics["fertility.target_tokenizer.it.tokens_per_word"] > 0
