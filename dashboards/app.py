@@ -1,0 +1,174 @@
+"""The vocadapt dashboard: compare adaptation and evaluation runs recorded in MLflow.
+
+Run with ``vocadapt dashboard`` (or ``streamlit run dashboards/app.py``). The tracking store comes from
+``MLFLOW_TRACKING_URI`` (the command sets it), else ``sqlite:///mlflow.db`` in the working folder, and can be
+changed in the sidebar. Nothing here knows the demo's run names: runs are found by what they logged.
+"""
+
+from __future__ import annotations
+
+import os
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from vocadapt.dashboards import runs as data
+from vocadapt.platform.tracking import resolve_tracking_uri
+
+
+def main() -> None:
+    st.set_page_config(page_title="vocadapt", layout="wide")
+    st.title("vocadapt: vocabulary adaptation runs")
+    uri = st.sidebar.text_input("MLflow tracking URI", os.environ.get("MLFLOW_TRACKING_URI") or resolve_tracking_uri())
+    client = data.client_for(uri)
+    names = data.experiment_names(client)
+    if not names:
+        st.warning(f"No experiments in {uri}: run `vocadapt adapt` first.")
+        return
+    preferred = os.environ.get("VOCADAPT_DASHBOARD_EXPERIMENT")
+    experiment = st.sidebar.selectbox("Experiment", names, index=names.index(preferred) if preferred in names else
+                                      _busiest(client, names))
+    everything = data.load_runs(client, experiment)
+    adapt, evaluations = _pick_runs(everything)
+    methods = everything.frame[everything.frame["parent_run_id"].isin(adapt["run_id"])]
+    methods = methods[methods["kind"] == "method"]
+    st.markdown("**Comparing:** " + ", ".join(f"`{label}`" for label in [*adapt["label"], *methods["label"],
+                                                                          *evaluations["label"]]) or "nothing")
+    _fertility(adapt)
+    _bits_per_byte(methods, adapt)
+    _curves(client, methods)
+    _benchmarks(evaluations)
+    _throughput(evaluations)
+    _parameters(evaluations)
+    _similarity(client, evaluations)
+    _registry(client)
+
+
+def _busiest(client, names: list[str]) -> int:
+    counts = [len(client.search_runs([client.get_experiment_by_name(n).experiment_id], max_results=200))
+              for n in names]
+    return max(range(len(names)), key=lambda i: counts[i])
+
+
+def _pick_runs(everything: data.ExperimentRuns) -> tuple[pd.DataFrame, pd.DataFrame]:
+    adapt_all, eval_all = everything.of_kind("adapt"), everything.of_kind("evaluation")
+    chosen_adapt = st.sidebar.multiselect("Adaptation runs", list(adapt_all["label"]), list(adapt_all["label"]))
+    chosen_eval = st.sidebar.multiselect("Evaluation runs", list(eval_all["label"]), list(eval_all["label"]))
+    return adapt_all[adapt_all["label"].isin(chosen_adapt)], eval_all[eval_all["label"].isin(chosen_eval)]
+
+
+def _fertility(adapt: pd.DataFrame) -> None:
+    st.header("Fertility per tokenizer and language")
+    table = data.fertility_table(adapt)
+    if table.empty:
+        st.info("No fertility metrics in the selected runs.")
+        return
+    measure = st.selectbox("Measure", sorted(table["measure"].unique()),
+                           index=sorted(table["measure"].unique()).index("tokens_per_word")
+                           if "tokens_per_word" in set(table["measure"]) else 0)
+    shown = table[table["measure"] == measure]
+    chart = alt.Chart(shown).mark_bar().encode(
+        x=alt.X("tokenizer:N", title=None), y=alt.Y("value:Q", title=measure), color="tokenizer:N",
+        column=alt.Column("language:N"), tooltip=["run", "tokenizer", "language", "value"],
+    )
+    st.altair_chart(chart)
+    st.dataframe(shown.pivot_table(index=["run", "tokenizer"], columns="language", values="value"))
+
+
+def _bits_per_byte(methods: pd.DataFrame, adapt: pd.DataFrame) -> None:
+    st.header("Bits per byte: step 0 and after LAPT (lower is better)")
+    table = data.bits_per_byte_table(methods, adapt)
+    if table.empty:
+        st.info("No bits-per-byte metrics in the selected runs.")
+        return
+    chart = alt.Chart(table).mark_bar().encode(
+        x=alt.X("model:N", title=None, sort="-y"), y=alt.Y("bpb:Q", title="bits per byte"), color="stage:N",
+        xOffset="stage:N", column=alt.Column("stream:N"), tooltip=["model", "stream", "stage", "bpb"],
+    )
+    st.altair_chart(chart)
+    st.dataframe(table.pivot_table(index="model", columns=["stream", "stage"], values="bpb"))
+
+
+def _curves(client, methods: pd.DataFrame) -> None:
+    st.header("Training curves")
+    curves = data.loss_curves(client, methods)
+    if curves.empty:
+        st.info("No training curves (LAPT did not run, or logged no steps).")
+        return
+    options = sorted(curves["metric"].unique())
+    metric = st.selectbox("Curve", options, index=options.index("train_loss") if "train_loss" in options else 0)
+    shown = curves[curves["metric"] == metric]
+    st.altair_chart(alt.Chart(shown).mark_line(point=True).encode(
+        x="step:Q", y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)), color="run:N",
+        tooltip=["run", "step", "value"],
+    ).interactive(), use_container_width=True)
+
+
+def _benchmarks(evaluations: pd.DataFrame) -> None:
+    st.header("Benchmark scores")
+    table = data.benchmark_table(evaluations)
+    if table.empty:
+        st.info("No evaluation runs selected: run `vocadapt evaluate --model ...`.")
+        return
+    best = data.best_per_column(table)
+    st.dataframe(table.style.highlight_max(axis=0, color="#a5d6a7").format("{:.4f}"))
+    st.markdown("**Best per column:** " + "; ".join(f"{column}: `{row}`" for column, row in best.items()))
+
+
+def _throughput(evaluations: pd.DataFrame) -> None:
+    st.header("Generation throughput and speed-up")
+    table = data.throughput_table(evaluations)
+    if table.empty:
+        st.info("No generation measurements in the selected evaluation runs.")
+        return
+    st.dataframe(table)
+    st.altair_chart(alt.Chart(table).mark_bar().encode(
+        x=alt.X("model:N", title=None), y=alt.Y("characters_per_second:Q", title="characters / s"),
+        color="model:N", column=alt.Column("task:N"), tooltip=list(table.columns),
+    ))
+    speeds = {row.run: row.speed_up_chars for row in table.itertuples() if row.model == "adapted"
+              and pd.notna(row.speed_up_chars)}
+    if speeds:
+        st.markdown("**Speed-up (characters/s vs the source model):** "
+                    + "; ".join(f"`{run}` {value:.2f}x" for run, value in speeds.items()))
+
+
+def _parameters(evaluations: pd.DataFrame) -> None:
+    st.header("Parameter counts")
+    table = data.parameter_table(evaluations)
+    if table.empty:
+        st.info("No parameter counts in the selected evaluation runs.")
+        return
+    st.dataframe(table)
+
+
+def _similarity(client, evaluations: pd.DataFrame) -> None:
+    st.header("Embedding similarity (relative representations)")
+    tables = data.similarity_tables(client, evaluations)
+    if not tables:
+        st.info("No similarity measured: pass --helper or --similar-to to `vocadapt evaluate`.")
+        return
+    for label, table in tables.items():
+        st.subheader(f"{label} ({table['anchors']} anchors, {table['tokens_compared']} tokens)")
+        long = data.similarity_long(table)
+        base = alt.Chart(long).encode(x=alt.X("a:N", title=None), y=alt.Y("b:N", title=None))
+        heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis")))
+        text = base.mark_text().encode(text=alt.Text("similarity:Q", format=".1f"),
+                                       color=alt.condition("datum.similarity > 80", alt.value("black"),
+                                                           alt.value("white")))
+        st.altair_chart(heat + text)
+
+
+def _registry(client) -> None:
+    st.header("Registered models")
+    table = data.registered_models(client)
+    if table.empty:
+        st.info("No registered models.")
+        return
+    st.dataframe(table)
+    for row in table[table["aliases"] != ""].itertuples():
+        st.markdown(f"`{row.model}` v{row.version}: **{row.aliases}**")
+
+
+main()

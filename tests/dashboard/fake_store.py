@@ -1,0 +1,68 @@
+"""A realistic MLflow store for the dashboard tests: an adapt run with two methods, an evaluation run, a registered
+model. Run and method names are made up on purpose so nothing in the app can be hard-coded to them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ADAPT_RUN = "kestrel-adapt"
+METHODS = ("fvt", "sava")
+EVALUATION_RUN = "evaluate/offline/vocadapt-xx-kestrel-v1"
+REGISTERED = "vocadapt-xx-kestrel"
+
+
+def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
+    """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
+    from vocadapt.platform.tracking import Tracker
+
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    tracker = Tracker(uri, experiment, artifact_root=folder / "artifacts")
+    with tracker.run(ADAPT_RUN, tags={"vocadapt.target_language": "xx"}) as parent:
+        parent_id = parent.info.run_id
+        tracker.log_metrics(parent_id, {
+            "fertility.source_tokenizer.xx.tokens_per_word": 2.1, "fertility.target_tokenizer.xx.tokens_per_word": 1.4,
+            "fertility.source_tokenizer.en.tokens_per_word": 1.3, "fertility.target_tokenizer.en.tokens_per_word": 1.9,
+            "source_model.bpb_target": 1.35, "source_model.bpb_source": 1.02,
+        })
+        for offset, method in enumerate(METHODS):
+            with tracker.run(f"{ADAPT_RUN}/{method}", parent_run_id=parent_id) as child:
+                run_id = child.info.run_id
+                tracker.log_params(run_id, {"method": method})
+                tracker.log_metrics(run_id, {"bpb_target_zero_shot": 2.4 - offset * 0.3,
+                                             "bpb_source_zero_shot": 2.0 - offset * 0.2}, step=0)
+                for step in range(1, 6):
+                    tracker.log_metrics(run_id, {"train_loss": 6.0 / step + offset * 0.2, "lr": 3e-4}, step=step)
+                tracker.log_metrics(run_id, {"bpb_target_after_lapt": 1.5 - offset * 0.1,
+                                             "bpb_source_after_lapt": 1.3 - offset * 0.05}, step=5)
+        tracker.set_tags(parent_id, {"vocadapt.best_method": METHODS[-1]})
+    model_uri = tracker.log_model_directory(run_id, _tiny_folder(folder))
+    tracker.register(model_uri, REGISTERED, alias="candidate", run_id=run_id,
+                     tags={"vocadapt.method": METHODS[-1], "vocadapt.source_model": "kestrel-135m"})
+    with tracker.run(EVALUATION_RUN, tags={"vocadapt.suite": "offline", "vocadapt.model_version": "1"}) as run:
+        eval_id = run.info.run_id
+        tracker.log_metrics(eval_id, {
+            "benchmark.vocadapt_cloze_xx.acc_bytes": 0.41, "benchmark.vocadapt_cloze_en.acc_bytes": 0.52,
+            "benchmark.vocadapt_translation_en_xx.chrf": 31.5,
+            "source_model.benchmark.vocadapt_cloze_xx.acc_bytes": 0.37,
+            "source_model.benchmark.vocadapt_cloze_en.acc_bytes": 0.55,
+            "source_model.benchmark.vocadapt_translation_en_xx.chrf": 28.0,
+            "generation.vocadapt_translation_en_xx.characters_per_second": 120.0,
+            "generation.vocadapt_translation_en_xx.tokens_per_second": 30.0,
+            "generation.vocadapt_translation_en_xx.percent_generated_new": 61.0,
+            "source_model.generation.vocadapt_translation_en_xx.characters_per_second": 80.0,
+            "source_model.generation.vocadapt_translation_en_xx.tokens_per_second": 31.0,
+            "speed_up.vocadapt_translation_en_xx.characters_per_second": 1.5, "speed_up.characters_per_second": 1.5,
+            "parameters.total": 1.2e8, "parameters.embeddings": 1.2e7, "source_model.parameters.total": 1.35e8,
+            "similarity.kestrel__helper": 43.2,
+        })
+        tracker.log_dict(eval_id, {"names": ["kestrel", "helper"], "matrix": [[100.0, 43.2], [43.2, 100.0]],
+                                   "anchors": 256, "tokens_compared": 9000}, "similarity/similarity.json")
+    return uri
+
+
+def _tiny_folder(folder: Path) -> Path:
+    model = folder / "model-files"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    return model

@@ -1,0 +1,56 @@
+"""The dashboard on a store the test fills: data extraction, and the Streamlit app through AppTest."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.dashboard.fake_store import ADAPT_RUN, EVALUATION_RUN, METHODS, REGISTERED
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_runs_are_recognised_by_what_they_logged(filled_store):
+    from vocadapt.dashboards import runs as data
+
+    client = data.client_for(filled_store)
+    everything = data.load_runs(client, "kestrel-experiment")
+    kinds = dict(zip(everything.frame["name"], everything.frame["kind"]))
+    assert kinds[ADAPT_RUN] == "adapt" and kinds[EVALUATION_RUN] == "evaluation"
+    assert all(kinds[f"{ADAPT_RUN}/{m}"] == "method" for m in METHODS)
+    fertility = data.fertility_table(everything.of_kind("adapt"))
+    assert set(fertility["language"]) == {"xx", "en"} and len(fertility) == 4
+    bpb = data.bits_per_byte_table(everything.of_kind("method"), everything.of_kind("adapt"))
+    assert set(bpb["stage"]) == {"source", "zero_shot", "after_lapt"}
+    curves = data.loss_curves(client, everything.of_kind("method"))
+    assert len(curves[curves["metric"] == "train_loss"]) == 10
+    table = data.benchmark_table(everything.of_kind("evaluation"))
+    best = data.best_per_column(table)
+    assert best["vocadapt_cloze_en.acc_bytes"].startswith("source of") and best["vocadapt_cloze_xx.acc_bytes"] == EVALUATION_RUN
+    speed = data.throughput_table(everything.of_kind("evaluation"))
+    assert speed.loc[speed["model"] == "adapted", "speed_up_chars"].item() == 1.5
+    assert data.similarity_tables(client, everything.of_kind("evaluation"))[EVALUATION_RUN]["anchors"] == 256
+    registry = data.registered_models(client)
+    assert registry.loc[0, "model"] == REGISTERED and registry.loc[0, "aliases"] == "candidate"
+    assert registry.loc[0, "method"] == METHODS[-1]
+
+
+def test_app_renders_every_section(filled_store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from vocadapt.platform.commands.dashboard import app_path
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", filled_store)
+    app = AppTest.from_file(str(app_path()), default_timeout=120).run()
+    assert not app.exception, app.exception
+    headers = [h.value for h in app.header]
+    for section in ("Fertility", "Bits per byte", "Training curves", "Benchmark", "throughput", "Parameter",
+                    "similarity", "Registered models"):
+        assert any(section.lower() in h.lower() for h in headers), (section, headers)
+    text = " ".join(m.value for m in app.markdown)
+    assert ADAPT_RUN in text and all(m in text for m in METHODS) and EVALUATION_RUN in text
+    assert "Best per column" in text and "1.50x" in text and "candidate" in text
+    assert not [i.value for i in app.info if "No " in i.value], [i.value for i in app.info]
+    # deselecting every evaluation run leaves the benchmark section with its hint, not an error
+    app.sidebar.multiselect[1].set_value([]).run()
+    assert not app.exception
+    assert any("No evaluation runs selected" in i.value for i in app.info)
