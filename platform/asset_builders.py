@@ -127,7 +127,7 @@ def build_corpora(languages: Sequence[str], downloads: Path, workspace: Path, co
     """Write ``corpora/<lang>/`` (and ``corpora/parallel/<lang>-en/``) for each language into ``workspace``."""
     built = BuiltCorpora()
     help_languages = ["en", *(lang for lang in languages if lang in HELP_LANGUAGES)]
-    help_folders = fetch_help_pages(help_languages, downloads, console, built)
+    help_folders = fetch_help_pages(help_languages, downloads, workspace / "unpacked", console, built)
     help_paragraphs = {
         lang: read_help_tree(folder, lambda pages, lang=lang: rich_track(pages, f"reading help pages ({lang})"))
         for lang, folder in help_folders.items()
@@ -247,9 +247,13 @@ def _read_bibles(languages: Sequence[str], built: BuiltCorpora) -> dict[str, dic
 
 
 def fetch_help_pages(
-    languages: Sequence[str], downloads: Path, console: Console, built: BuiltCorpora
+    languages: Sequence[str], downloads: Path, unpack_into: Path, console: Console, built: BuiltCorpora
 ) -> dict[str, Path]:
-    """{language: its unpacked help folder}; languages whose package cannot be had are left out with a warning."""
+    """{language: its unpacked help folder}; languages whose package cannot be had are left out with a warning.
+
+    The .deb files are cached under ``downloads/debs``; they are unpacked (about 30 MB each) under ``unpack_into``,
+    a folder the caller removes after the build.
+    """
     packages = {lang: help_package(lang) for lang in languages}
     debs = downloads / "debs"
     debs.mkdir(parents=True, exist_ok=True)
@@ -267,7 +271,7 @@ def fetch_help_pages(
         deb = _cached_deb(debs, name)
         if deb is None:
             continue
-        folders[lang] = _unpacked_language_folder(deb, downloads / "help" / name, lang)
+        folders[lang] = _unpacked_language_folder(deb, unpack_into / name, lang)
         versions[lang] = f"{name} {_deb_field(deb, 'Version')}"
     if folders and "en" in folders:
         built.sources[HELP_SOURCE] = {
@@ -316,7 +320,7 @@ def _unpacked_language_folder(deb: Path, destination: Path, lang: str) -> Path:
     for folder in sorted(help_root.iterdir()):
         if folder.is_dir() and folder.name.lower() == wanted:
             return folder
-    raise UserError(f"{deb.name} holds no help folder for {lang} under {help_root}: delete {destination} and retry")
+    raise UserError(f"{deb.name} holds no help folder for {lang} under {help_root}: delete {deb} and retry")
 
 
 def _deb_field(deb: Path, name: str) -> str:

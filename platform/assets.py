@@ -7,7 +7,7 @@ Layout::
     models/smollm2-135m/                          Hugging Face folder (safetensors, fp32) with its tokenizer
     corpora/<lang>/{train,validation,test}.txt    one paragraph or verse per line
     corpora/parallel/<lang>-en/{split}.jsonl      {"key", "source", "en", "<lang>"} per line
-    downloads/                                    the Debian packages and their unpacked pages (a cache)
+    downloads/debs/                               the Debian help packages (a cache; unpacked only while building)
 
 Every part is written in a temporary folder and renamed into place, and the manifest is written last, so an
 interrupted build leaves nothing half-written. A build with everything already listed in the manifest returns at once.
