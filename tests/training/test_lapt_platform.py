@@ -1,0 +1,71 @@
+"""The edges of LAPT that need no Ray cluster: the DeepSpeed config, the MLflow logger, the config section."""
+
+import pytest
+
+from vocadapt.platform.config import load_config
+from vocadapt.platform.config_sections import ConfigError
+from vocadapt.platform.deepspeed_config import deepspeed_config
+
+
+def _config(**deepspeed):
+    return deepspeed_config({"enabled": True, **deepspeed}, micro_batch_size=4, grad_accumulation_steps=2,
+                            world_size=3, learning_rate=1e-4, weight_decay=0.1, max_grad_norm=1.0,
+                            on_gpu=False)
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_deepspeed_config_follows_the_settings(stage):
+    cpu = _config(zero_stage=stage)
+    assert cpu["zero_optimization"]["stage"] == stage
+    assert cpu["train_batch_size"] == 4 * 2 * 3
+    assert cpu["optimizer"]["params"]["torch_adam"] is True  # no fused-Adam compilation
+    assert cpu["bf16"]["enabled"] is False  # auto: fp32 on CPU
+    gpu = deepspeed_config({"enabled": True, "zero_stage": stage, "offload_optimizer": True},
+                           micro_batch_size=4, grad_accumulation_steps=1, world_size=1, learning_rate=1e-4,
+                           weight_decay=0.0, max_grad_norm=None, on_gpu=True)
+    assert gpu["bf16"]["enabled"] is True and gpu["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert gpu["gradient_clipping"] == 0.0
+
+
+def test_deepspeed_offload_without_zero_is_refused():
+    with pytest.raises(ValueError, match="needs ZeRO stage"):
+        _config(zero_stage=0, offload_optimizer=True)
+
+
+def test_mlflow_logger_continues_a_run_without_repeating_steps(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from vocadapt.platform.ray_train import MlflowRunLogger
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("x", artifact_location=str(tmp_path / "a"))).info.run_id
+    first = MlflowRunLogger(uri, run_id)
+    for step in (1, 2, 3):
+        first.log_metrics({"loss": 5.0 - step}, step=step)
+    resumed = MlflowRunLogger(uri, run_id)  # a restarted worker: steps 2 and 3 come again, then 4
+    for step in (2, 3, 4):
+        resumed.log_metrics({"loss": 5.0 - step, "bits_per_byte_target": 2.0}, step=step)
+    assert [m.step for m in client.get_metric_history(run_id, "lapt_loss")] == [1, 2, 3, 4]
+
+
+def test_lapt_section_validates_up_front():
+    config = load_config(None, ["lapt.strategy=two-stage", "lapt.deepspeed.enabled=true", "lapt.deepspeed.zero_stage=2"])
+    assert config.lapt.deepspeed.zero_stage == 2
+    with pytest.raises(ConfigError, match="ZeRO-3"):
+        load_config(None, ["lapt.strategy=two-stage", "lapt.deepspeed.enabled=true", "lapt.deepspeed.zero_stage=3"])
+    with pytest.raises(ConfigError, match="lapt.strategy"):
+        load_config(None, ["lapt.strategy=everything"])
+    with pytest.raises(ConfigError, match="unknown streams"):
+        load_config(None, ["lapt.train_files={klingon: [a.txt]}"])
+
+
+def test_missing_lapt_files_are_named_before_ray_starts(tmp_path):
+    from vocadapt.platform.ray_train import run_lapt_on_ray
+
+    with pytest.raises(ConfigError, match="does not exist"):
+        run_lapt_on_ray(tmp_path, tmp_path, {}, target_files=[tmp_path / "nope.txt"], source_files=[tmp_path / "x"],
+                        output_dir=tmp_path, run_name="x")
+    with pytest.raises(ConfigError, match="no source training files"):
+        run_lapt_on_ray(tmp_path, tmp_path, {}, target_files=[tmp_path / "nope.txt"], output_dir=tmp_path,
+                        run_name="x")
