@@ -63,3 +63,38 @@ def test_duplicates_dropped_in_any_language_first_key_kept():
     ]
     assert [u.key for u in drop_duplicate_texts(units, ["en", "it"])] == ["s:1", "s:5"]
     assert [u.key for u in drop_duplicate_texts(units, ["en"])] == ["s:1", "s:4", "s:5"]
+
+
+_units = st.lists(
+    st.builds(
+        lambda key, en, it: AlignedUnit(f"s:{key}", "s", {"en": en, "it": it}),
+        st.integers(0, 10_000), st.sampled_from("abcdef"), st.sampled_from("uvwxyz"),
+    ),
+    max_size=30,
+    unique_by=lambda unit: unit.key,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_units, _units)
+def test_adding_units_never_moves_existing_ones(first, second):
+    extra = [unit for unit in second if unit.key not in {u.key for u in first}]
+    alone = split_units(first)
+    together = split_units(first + extra)
+    for split in SPLITS:
+        assert [u for u in together[split] if u in first] == alone[split]
+
+
+@settings(max_examples=40, deadline=None)
+@given(_units)
+def test_deduplicated_units_have_distinct_texts_and_every_text_survives(units):
+    kept = drop_duplicate_texts(units, ["en", "it"])
+    for language in ("en", "it"):
+        texts = [unit.texts[language] for unit in kept]
+        assert len(texts) == len(set(texts))
+    assert all(unit in units for unit in kept)
+    # every unit dropped shares a text with a kept unit of smaller key
+    for unit in units:
+        if unit not in kept:
+            assert any(k.key < unit.key and (k.texts["en"] == unit.texts["en"] or k.texts["it"] == unit.texts["it"])
+                       for k in kept)
