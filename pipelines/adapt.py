@@ -184,7 +184,9 @@ def _check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Co
             list(files), language=language, min_share=config.corpus.min_language_share, min_lines=min_lines,
             sample_lines=config.corpus.language_check_lines, seed=config.seed,
         )
-        console.print(f"  {role}: {report}")
+        for checked in report.files:
+            console.print(f"  {role} {checked.path}: {checked.lines:,} lines, "
+                          f"{checked.language_share:.1%} labelled {report.expected_label} (bound {report.min_share:.0%})")
 
 
 def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path):
@@ -304,10 +306,10 @@ def _print_fertility(fertility: dict[str, dict[str, float]], console: Console) -
 
     table = Table(title="Fertility on held-out text")
     table.add_column("tokenizer.language")
-    for measure in ("tokens_per_word", "tokens_per_char", "tokens_per_byte"):
+    for measure in ("tokens_per_word", "tokens_per_character", "tokens_per_byte"):
         table.add_column(measure, justify="right")
     for key, report in fertility.items():
-        table.add_row(key, *(f"{report.get(m, float('nan')):.3f}" for m in ("tokens_per_word", "tokens_per_char",
+        table.add_row(key, *(f"{report.get(m, float('nan')):.3f}" for m in ("tokens_per_word", "tokens_per_character",
                                                                             "tokens_per_byte")))
     console.print(table)
 
