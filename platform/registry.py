@@ -141,10 +141,19 @@ def register_model(
     model_uri = tracker.log_model_directory(run_id, Path(model_dir))
     tags = {**lineage, "vocadapt.run_id": run_id, "vocadapt.manifest_sha256": manifest_sha,
             "vocadapt.model_card": f"runs:/{run_id}/{MODEL_CARD}"}
-    version = _create_version(tracker.client, name, model_uri, run_id, tags, alias)
+    # The registry client is built here, on the tracker's URI: ``Tracker.client`` takes the process-wide registry
+    # URI current when it was built, which may be another store's.
+    registry = _registry_client(tracker.tracking_uri)
+    version = _create_version(registry, name, model_uri, run_id, tags, alias)
     card = model_card(name, version, tags, metrics or collect_metrics(tracker.client, run_id))
     tracker.log_text(run_id, card, MODEL_CARD)
     return Registered(name, version, model_uri, manifest_sha)
+
+
+def _registry_client(uri: str):
+    import mlflow
+
+    return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
 def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mapping[str, Any], alias: str) -> int:

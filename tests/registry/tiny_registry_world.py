@@ -1,0 +1,106 @@
+"""A tiny adapted model on disk and the MLflow runs an adapt would have logged for it, built in the test.
+
+The metric names are the adapt pipeline's: the parent run holds ``source_model.bpb_*`` and ``fertility.*``; the
+method's child run holds ``bpb_<stream>_<zero_shot|after_lapt>``.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+ITALIAN = [
+    "La città di Roma è la capitale d'Italia e conta molti abitanti.",
+    "Il gatto dorme sul divano mentre fuori piove da ore.",
+    "Domani andremo al mercato per comprare frutta e verdura fresca.",
+    "La biblioteca comunale apre alle nove e chiude alle diciotto.",
+] * 20
+ENGLISH = ["The quick brown fox jumps over the lazy dog near the river bank."] * 20
+
+GOOD_METRICS = {
+    "parent": {"source_model.bpb_target": 2.0, "source_model.bpb_source": 1.0,
+               "fertility.source_tokenizer.it.tokens_per_word": 2.0,
+               "fertility.target_tokenizer.it.tokens_per_word": 1.4},
+    "child": {"bpb_target_zero_shot": 3.0, "bpb_target_after_lapt": 1.9, "bpb_source_zero_shot": 1.4,
+              "bpb_source_after_lapt": 1.1},
+}
+
+
+def lineage(method: str = "fvt") -> dict[str, str]:
+    return {"vocadapt.source_model": "tiny-llama", "vocadapt.tokenizer_sha256": "ab" * 32,
+            "vocadapt.method": method, "vocadapt.corpus_sha256": "cd" * 32, "vocadapt.git_commit": "deadbeef",
+            "vocadapt.target_language": "it"}
+
+
+def build_tiny_model(folder: Path, head_dim: int = 8) -> Path:
+    """A random tiny Llama (2 layers, 4 heads of ``head_dim``) with a byte-level BPE trained on a few sentences.
+
+    vLLM's CPU attention needs a head size it has kernels for (64); the registry tests do not load it and use 8.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    backend.train_from_iterator(ITALIAN + ENGLISH, trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<|endoftext|>",
+                                        eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=4 * head_dim, intermediate_size=8 * head_dim,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         bos_token_id=0, eos_token_id=0, pad_token_id=0, tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def log_adapted_runs(tracker, metrics: dict[str, dict[str, float]] = GOOD_METRICS) -> tuple[str, str]:
+    """A parent (adapt) run and a method child run with the given metrics; returns (parent_id, child_id)."""
+    with tracker.run("adapt", tags=lineage()) as parent:
+        tracker.log_metrics(parent.info.run_id, metrics["parent"])
+        with tracker.run("adapt/fvt", parent_run_id=parent.info.run_id) as child:
+            tracker.log_metrics(child.info.run_id, metrics["child"])
+    return parent.info.run_id, child.info.run_id
+
+
+@contextmanager
+def credentials(username: str | None, password: str | None):
+    """Set (or clear) MLflow's basic-auth environment variables for the block."""
+    keys = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+    old = {key: os.environ.get(key) for key in keys}
+    for key, value in zip(keys, (username, password)):
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def basic_auth_server(folder: Path, admin_password: str):
+    """A real ``mlflow server --app-name basic-auth`` with its user database in ``folder``."""
+    from tests.mlflow_server import mlflow_server
+
+    ini = folder / "basic_auth.ini"
+    ini.write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{folder / 'auth.db'}\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n",
+        encoding="utf-8",
+    )
+    env = {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_AUTH_ADMIN_PASSWORD": admin_password,
+           "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-secret-key-not-for-production"}
+    with credentials(None, None), mlflow_server(folder, extra_args=("--app-name", "basic-auth"), env=env) as url:
+        yield url
