@@ -38,7 +38,7 @@ class LaptSection(Section):
         "clm", description="'clm' next-token loss; 'mtp' adds one extra head, initialised from the LM head, that "
         "predicts the token after next ('0.01GB' §5)."
     )
-    max_steps: int = Field(20, ge=0, description="Optimizer steps (0: none; with max_tokens, whichever ends first).")
+    max_steps: int = Field(20, ge=0, description="Optimizer steps; with max_tokens, whichever ends first (0 and no max_tokens: no LAPT).")
     max_tokens: int | None = Field(
         None, ge=1, description="Token budget over all workers (real tokens); with max_steps, whichever ends first."
     )
@@ -71,6 +71,9 @@ class LaptSection(Section):
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")
     num_workers: int = Field(1, ge=1, description="Ray Train workers (CPU here, GPU on a cluster).")
     use_gpu: bool = Field(False, description="Ray Train workers take a GPU each.")
+    cpus_per_worker: int = Field(
+        1, ge=1, description="CPUs each Ray Train worker reserves (and torch threads it uses when it has no GPU)."
+    )
     log_every: int = Field(1, ge=1, description="Log loss and throughput every N steps.")
     eval_every: int = Field(0, ge=0, description="Held-out bits per byte every N steps (0: only at the end).")
     eval_max_length: int = Field(256, ge=16, description="Longest window, in tokens, scored at once in evaluation.")
@@ -112,4 +115,8 @@ class LaptSection(Section):
         if self.strategy == "two-stage" and self.deepspeed.enabled and self.deepspeed.zero_stage == 3:
             raise ValueError("two-stage rebuilds the optimizer between stages, which ZeRO-3 does not support; "
                              "use deepspeed.zero_stage 1 or 2, or another strategy")
+        uses_lora = self.strategy == "lora" or (self.strategy == "two-stage" and self.second_stage == "lora")
+        if uses_lora and self.deepspeed.enabled and self.deepspeed.zero_stage == 3:
+            raise ValueError("merging LoRA into partitioned ZeRO-3 weights is not supported; use "
+                             "deepspeed.zero_stage 1 or 2 with LoRA (its optimizer state is small anyway)")
         return self

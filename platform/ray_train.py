@@ -137,14 +137,15 @@ def _fit(loop_config: dict, section: LaptSection, run_name: str, storage: Path):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    init_ray(num_cpus=max(2, section.num_workers))
+    init_ray(num_cpus=max(2, section.num_workers * section.cpus_per_worker))
     passed_env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "VOCADAPT_"))}
     trainer = TorchTrainer(
         _lapt_worker,
         train_loop_config=loop_config,
         torch_config=TorchConfig(backend="nccl" if section.use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=section.num_workers, use_gpu=section.use_gpu,
-                                     resources_per_worker=None if section.use_gpu else {"CPU": 1}),
+                                     resources_per_worker={"CPU": section.cpus_per_worker,
+                                                           **({"GPU": 1} if section.use_gpu else {})}),
         run_config=RunConfig(
             name=run_name, storage_path=str(storage),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
@@ -189,6 +190,8 @@ def _lapt_worker(config: dict) -> None:
     from vocadapt.components.training import LaptData, LaptSettings, train_lapt
 
     rank = ray.train.get_context().get_world_rank()
+    if not config["settings"]["use_gpu"]:
+        torch.set_num_threads(config["settings"]["cpus_per_worker"])  # as many threads as reserved CPUs
     settings = LaptSettings.from_any(config["settings"], seed=config["seed"])
     tokenizer = AutoTokenizer.from_pretrained(config["tokenizer_dir"])
     model = AutoModelForCausalLM.from_pretrained(config["model_dir"], dtype=torch.float32)
