@@ -1,0 +1,243 @@
+"""Vocabulary expansion: new tokens appended to a BPE tokenizer as real vocabulary entries with merges.
+
+Two recipes from the papers:
+- "Design choices" §3.1: append ΔV = V' − V from a target tokenizer V', after all existing ids and with lower
+  priority than every existing merge (``expand_with_target``);
+- "0.01GB" §3: add the k most frequent new tokens of an auxiliary tokenizer trained on the target corpus
+  (``expand_with_top_k``; k ∈ {50, 100, 500, 1000, 5000} in §7.4).
+
+Both work on byte-level BPE (GPT-2, Llama-3 with ``ignore_merges``, SmolLM2) and sentencepiece BPE (Gemma; merges
+ordered by piece score, so appending a merge last is giving its piece the lowest score). Not ``add_tokens``
+(PITFALLS 6): each new token gets the merges that build it from what the tokenizer already produces for its
+text (PITFALLS 4), found by ``plan_merges`` and checked by replaying BPE before it is kept. The JSON of the
+source is edited in place, so flags such as ``ignore_merges`` and ``byte_fallback`` survive (PITFALLS 5).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vocadapt.components.tokenizers._backend import backend_json, piece_encoding, scheme_of
+from vocadapt.components.tokenizers._merges import MergeTable, ProtectedWords, plan_merges
+from vocadapt.components.tokenizers.canonical import CanonicalToken, canonical_index, canonical_tokens
+from vocadapt.components.tokenizers.fertility import count_tokens
+
+
+@dataclass
+class VocabularyExpansion:
+    """An expanded tokenizer; ids below ``source_vocab_size`` are the source's, unchanged.
+
+    Attributes:
+        tokenizer: the expanded transformers fast tokenizer (source config, chat template and specials kept).
+        new_token_ids: every appended id, ascending (requested tokens and the intermediates they needed).
+        intermediate_token_ids: appended ids that were not requested but are needed to build requested ones.
+        skipped: reason -> number of candidate tokens not added.
+        source_vocab_size: ``len(source_tokenizer)``.
+    """
+
+    tokenizer: Any
+    new_token_ids: list[int]
+    intermediate_token_ids: list[int]
+    skipped: dict[str, int] = field(default_factory=dict)
+    source_vocab_size: int = 0
+
+    @property
+    def target_to_source(self) -> dict[int, int]:
+        """Old ids keep their rows: the identity on the source's ids."""
+        return {token_id: token_id for token_id in range(self.source_vocab_size)}
+
+
+def delta_vocabulary(source_tokenizer: Any, target_tokenizer: Any) -> list[CanonicalToken]:
+    """ΔV = V' − V: the target's non-special tokens absent from the source, in the target's priority (id) order."""
+    source = canonical_index(source_tokenizer)
+    return [
+        form
+        for form in canonical_tokens(target_tokenizer)
+        if form is not None and not form.special and form not in source
+    ]
+
+
+def top_k_new_tokens(
+    source_tokenizer: Any, auxiliary_tokenizer: Any, documents: Sequence[str], *, batch_size: int = 512
+) -> list[CanonicalToken]:
+    """Auxiliary tokens absent from the source, most frequent first on ``documents`` (ties: lower id first).
+
+    Tokens that never occur are left out; take the first k (``expand_with_top_k`` does).
+    """
+    ids = count_tokens(auxiliary_tokenizer, list(documents), batch_size=batch_size)
+    forms = canonical_tokens(auxiliary_tokenizer)
+    counts = np.bincount(np.concatenate(ids), minlength=len(forms)) if ids else np.zeros(len(forms), dtype=int)
+    source = canonical_index(source_tokenizer)
+    order = sorted(
+        (token_id for token_id in np.flatnonzero(counts).tolist() if forms[token_id] is not None),
+        key=lambda token_id: (-int(counts[token_id]), token_id),
+    )
+    return [forms[i] for i in order if not forms[i].special and forms[i] not in source]
+
+
+def expand_with_target(source_tokenizer: Any, target_tokenizer: Any, **options) -> VocabularyExpansion:
+    """Append ΔV of ``target_tokenizer`` ("Design choices" §3.1); options as :func:`expand_vocabulary`."""
+    return expand_vocabulary(source_tokenizer, delta_vocabulary(source_tokenizer, target_tokenizer), **options)
+
+
+def expand_with_top_k(
+    source_tokenizer: Any, auxiliary_tokenizer: Any, documents: Sequence[str], k: int, **options
+) -> VocabularyExpansion:
+    """Add the k most frequent new tokens of an auxiliary tokenizer on the corpus ("0.01GB" §3)."""
+    candidates = top_k_new_tokens(source_tokenizer, auxiliary_tokenizer, documents)
+    return expand_vocabulary(source_tokenizer, candidates, max_new_tokens=k, **options)
+
+
+def expand_vocabulary(
+    source_tokenizer: Any,
+    candidates: Sequence[CanonicalToken],
+    *,
+    max_new_tokens: int | None = None,
+    protect: Sequence[str] | None = None,
+) -> VocabularyExpansion:
+    """Append candidate tokens (in order) to a BPE tokenizer, each with the merges that make it reachable.
+
+    Args:
+        source_tokenizer: a byte-level or sentencepiece BPE fast tokenizer.
+        candidates: new tokens in priority order (earlier ones get higher-priority merges).
+        max_new_tokens: stop once this many ids are appended (intermediates count); None: all candidates.
+        protect: source-language documents whose tokenization must stay exactly as before. Without it, a new
+            token that is also a source-language word (a name shared by both languages: 'ĠHebron') changes
+            how that word is tokenized; with it, such candidates are skipped.
+
+    Raises:
+        ValueError: the tokenizer is not a BPE model this module can extend.
+    """
+    data = backend_json(source_tokenizer)
+    model = data["model"]
+    scheme = scheme_of(source_tokenizer)
+    if model.get("type") != "BPE" or scheme.spelling not in ("bytelevel", "metaspace"):
+        raise ValueError(
+            f"vocabulary expansion needs a byte-level or sentencepiece BPE tokenizer, not {scheme.model} "
+            f"({scheme.spelling}); replace the vocabulary instead (vocadapt tokenizer train + replace)"
+        )
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        raise ValueError("BPE with a continuing-subword prefix or end-of-word suffix cannot be expanded")
+    table = MergeTable.from_model(model)
+    spelled = _spell(source_tokenizer, candidates)
+    guard = ProtectedWords(_pre_tokens(source_tokenizer, protect)) if protect else None
+    added, intermediates, skipped = _grow(table, spelled, max_new_tokens, guard)
+    tokenizer, ids = _build(source_tokenizer, data, added, table.added)
+    position = {token: token_id for token, token_id in zip(added, ids)}
+    return VocabularyExpansion(
+        tokenizer=tokenizer,
+        new_token_ids=ids,
+        intermediate_token_ids=sorted(position[token] for token in intermediates),
+        skipped=dict(skipped),
+        source_vocab_size=len(source_tokenizer),
+    )
+
+
+def _spell(source_tokenizer: Any, candidates: Sequence[CanonicalToken]) -> list[str | None]:
+    """Each candidate in the source model's alphabet ('ĠperchÃ©' / '▁perché'); None if it is not one pre-token."""
+    spelled: list[str | None] = []
+    with piece_encoding(source_tokenizer) as backend:
+        for form in candidates:
+            try:
+                text = form.text_bytes.decode("utf-8")
+            except UnicodeDecodeError:
+                spelled.append(None)
+                continue
+            normalized = backend.normalizer.normalize_str(text) if backend.normalizer else text
+            pieces = backend.pre_tokenizer.pre_tokenize_str(normalized) if backend.pre_tokenizer else [(text, None)]
+            spelled.append(pieces[0][0] if len(pieces) == 1 and text else None)
+    return spelled
+
+
+def _pre_tokens(source_tokenizer: Any, documents: Sequence[str]) -> set[str]:
+    """The distinct pre-tokens of documents, in the model's alphabet, exactly as the tokenizer splits them."""
+    backend = source_tokenizer.backend_tokenizer
+    words: set[str] = set()
+    for document in documents:
+        normalized = backend.normalizer.normalize_str(document) if backend.normalizer else document
+        pieces = backend.pre_tokenizer.pre_tokenize_str(normalized) if backend.pre_tokenizer else [(normalized, 0)]
+        words.update(piece for piece, _ in pieces)
+    return words
+
+
+def _grow(table: MergeTable, spelled: Sequence[str | None], budget: int | None, guard: ProtectedWords | None):
+    """Add candidates one by one; keep each only if BPE replay produces it (and everything before still works)."""
+    added: list[str] = []
+    intermediates: list[str] = []
+    skipped: Counter[str] = Counter()
+    for token in spelled:
+        if budget is not None and len(added) >= budget:
+            break
+        if token is None:
+            skipped["not one pre-token of the source (or partial UTF-8)"] += 1
+            continue
+        if token in table.vocab:
+            skipped["already in the vocabulary (or added as an intermediate)"] += 1
+            continue
+        characters = [character for character in dict.fromkeys(token) if character not in table.vocab]
+        mark = len(table.added)
+        table.vocab.update(characters)  # new characters are single-symbol tokens: no merge needed
+        pieces = table.encode_word(token)
+        merges, middle = plan_merges(pieces, table.vocab) if len(pieces) > 1 else ([], [])
+        table.vocab.difference_update(characters)
+        new = [c for c in characters if c != token] + middle + [token]
+        if budget is not None and len(added) + len(new) > budget:
+            skipped["over the budget of new tokens"] += 1
+            continue
+        affected = guard.containing(new) if guard else []
+        before = [table.encode_word(word) for word in affected]
+        table.vocab.update(new)
+        for left, right in merges:
+            table.append(left, right)
+        if any(table.encode_word(piece) != [piece] for piece in new):
+            table.rollback(mark, new)
+            skipped["not reachable with appended merges"] += 1
+            continue
+        if any(table.encode_word(word) != pieces for word, pieces in zip(affected, before)):
+            table.rollback(mark, new)
+            skipped["would change protected source-language text"] += 1
+            continue
+        added.extend(new)
+        intermediates.extend(new[:-1])
+    return added, intermediates, skipped
+
+
+def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tuple[str, str]]):
+    """Write the new entries into the source's tokenizer.json and load it with the source's other files."""
+    from transformers import AutoTokenizer
+
+    model = data["model"]
+    taken = list(model["vocab"].values()) + [token["id"] for token in data.get("added_tokens", [])]
+    first = max(taken, default=-1) + 1
+    ids = list(range(first, first + len(added)))
+    model["vocab"].update(zip(added, ids))
+    as_pairs = bool(model.get("merges")) and not isinstance(model["merges"][0], str)
+    as_pairs = as_pairs or any(" " in left or " " in right for left, right in merges)
+    existing = [_pair(entry) for entry in model.get("merges", [])] if as_pairs else model.get("merges", [])
+    model["merges"] = existing + [[l, r] if as_pairs else f"{l} {r}" for l, r in merges]
+    with tempfile.TemporaryDirectory() as folder:
+        source_tokenizer.save_pretrained(folder)
+        Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    return tokenizer, ids
+
+
+def _pair(entry: Any) -> list[str]:
+    return entry.split(" ", 1) if isinstance(entry, str) else list(entry)
+
+
+def unreachable_tokens(tokenizer: Any, token_ids: Sequence[int]) -> list[int]:
+    """The ids among ``token_ids`` that are not produced when their own text is encoded (should be none)."""
+    forms = canonical_tokens(tokenizer)
+    texts = [forms[token_id].text_bytes.decode("utf-8", errors="replace") for token_id in token_ids]
+    with piece_encoding(tokenizer) as backend:
+        encoded = backend.encode_batch_fast(texts, add_special_tokens=False)
+    return [token_id for token_id, encoding in zip(token_ids, encoded) if encoding.ids != [token_id]]
