@@ -1,0 +1,56 @@
+"""``vocadapt serve models:/NAME@champion``: verify a registered model's files and serve it with vLLM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from vocadapt.platform.commands._errors import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve_command(
+        model_uri: str = typer.Argument(..., help="Registered model: models:/NAME@champion or models:/NAME/VERSION."),
+        port: Optional[int] = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: a free one)."),
+        download_dir: Optional[Path] = typer.Option(
+            None, "--download-dir", help="Where the model files go (default: runs/served/NAME-vVERSION)."
+        ),
+        venv: Optional[Path] = typer.Option(
+            None, "--serving-venv", help="The vLLM environment (default: $VOCADAPT_SERVING_VENV or "
+            "$VOCADAPT_HOME/serving-venv; `vocadapt evaluate --serving-venv-only` builds it)."
+        ),
+        max_model_len: int = typer.Option(2048, "--max-model-len", help="Longest context vLLM allocates for."),
+        tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: $MLFLOW_TRACKING_URI."),
+        check_only: bool = typer.Option(False, "--check-only", help="Download and verify, start nothing."),
+    ) -> None:
+        """Download the registered model, verify every file's sha256, start an OpenAI-compatible vLLM server."""
+        import time
+
+        from mlflow.exceptions import MlflowException
+
+        from vocadapt.platform.commands.promote import explain_mlflow_error, registry_client
+        from vocadapt.platform.serving import download_verified, parse_model_uri, serve_verified
+        from vocadapt.platform.tracking import resolve_tracking_uri
+
+        with user_errors():
+            name, _, _ = parse_model_uri(model_uri)
+            uri = resolve_tracking_uri(tracking_uri)
+            destination = download_dir or Path("runs") / "served" / name
+            try:
+                model = download_verified(registry_client(uri), model_uri, destination, uri)
+            except MlflowException as error:
+                raise explain_mlflow_error(error) from error
+        typer.echo(f"verified {model.name} version {model.version}: {model.model_dir}")
+        if check_only:
+            return
+        with user_errors(), serve_verified(model, venv=venv, port=port, max_model_len=max_model_len,
+                                           log_file=model.model_dir.parent / f"{name}-vllm.log") as (base, served):
+            typer.echo(f"serving {served} (version {model.version}) at {base}  (OpenAI API; Ctrl-C stops it)")
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                typer.echo("stopping")

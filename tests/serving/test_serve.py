@@ -1,0 +1,125 @@
+"""`vocadapt serve`: a registered model's files are verified before anything starts; the champion answers over HTTP.
+
+The HTTP test needs the vLLM serving environment (`vocadapt evaluate --serving-venv-only` builds it); without it that
+test is skipped and says so. The refusal tests need no vLLM: a server must never be started for them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.registry.tiny_registry_world import build_tiny_model, lineage, log_adapted_runs
+from vocadapt.platform.cli import app
+
+NAME = "vocadapt-it-served"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), head_dim=64)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One local tracking store and registry for the module; returns (uri, tracker, folder)."""
+    from vocadapt.platform.tracking import Tracker
+
+    folder = tmp_path_factory.mktemp("store")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    return uri, Tracker(uri, "serving-tests", artifact_root=folder / "artifacts"), folder
+
+
+@pytest.fixture()
+def registry(store, tiny_model, tmp_path):
+    """A fresh version of the tiny model, promoted to champion; returns (uri, stored artifact folder)."""
+    import mlflow
+
+    from vocadapt.platform.registry import promote, register_model
+
+    uri, tracker, folder = store
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_model, model_dir)
+    _, child = log_adapted_runs(tracker)
+    registered = register_model(tracker, child, model_dir, NAME, lineage=lineage())
+    assert promote(mlflow.tracking.MlflowClient(uri, registry_uri=uri), NAME, registered.version).accepted
+    stored = folder / "artifacts" / "serving-tests" / child / "artifacts" / "model"
+    assert (stored / "model.safetensors").is_file()
+    return uri, stored
+
+
+@pytest.fixture()
+def no_server(monkeypatch):
+    """Fail the test if anything tries to start vLLM."""
+    from vocadapt.platform.evaluation import serving
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a server was started for a refused model")
+
+    monkeypatch.setattr(serving.VllmServer, "__enter__", refuse)
+
+
+def _serve(args, tmp_path):
+    return CliRunner().invoke(app, ["serve", *args, "--download-dir", str(tmp_path / "served")],
+                              catch_exceptions=False)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda stored: (stored / "tokenizer.json").unlink(), "tokenizer"),
+        (lambda stored: (stored / "tokenizer_config.json").unlink(), "tokenizer_config.json"),
+        (lambda stored: (stored / "model.safetensors").write_bytes(
+            (stored / "model.safetensors").read_bytes()[:-4] + b"\0\0\0\0"), "model.safetensors fails its sha256"),
+        (lambda stored: (stored / "pytorch_model.bin").write_bytes(b"pickle"), "pickled files"),
+        (lambda stored: (stored / "vocadapt-manifest.json").write_text('{"format": 1, "files": {}}'),
+         "differs from the one recorded at registration"),
+    ],
+    ids=["tokenizer.json missing", "tokenizer_config missing", "weights tampered", "pickle added",
+         "manifest rewritten"],
+)
+def test_a_damaged_model_is_refused_and_no_server_starts(registry, no_server, tmp_path, damage, message):
+    uri, stored = registry
+    damage(stored)
+    result = _serve([f"models:/{NAME}@champion", "--tracking-uri", uri], tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "refused" in result.output and message in " ".join(result.output.split())
+    assert not (tmp_path / "served").exists() and not list(tmp_path.glob(".served*"))
+
+
+def test_an_intact_champion_passes_verification(registry, no_server, tmp_path):
+    uri, _ = registry
+    result = _serve([f"models:/{NAME}@champion", "--tracking-uri", uri, "--check-only"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "verified" in result.output and (tmp_path / "served" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("uri, message", [("models:/nope@champion", "does not resolve"),
+                                          ("runs:/abc/model", "not a registered model URI")])
+def test_unknown_models_are_refused_clearly(registry, no_server, tmp_path, uri, message):
+    result = _serve([uri, "--tracking-uri", registry[0]], tmp_path)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
+    import requests
+
+    from vocadapt.platform.evaluation.serving import serving_venv_dir, serving_venv_ready
+    from vocadapt.platform.serving import download_verified, serve_verified
+    from vocadapt.platform.commands.promote import registry_client
+
+    if not serving_venv_ready():
+        pytest.skip(f"no vLLM serving environment at {serving_venv_dir()} (build it with "
+                    "`vocadapt evaluate --serving-venv-only`)")
+    uri, _ = registry
+    model = download_verified(registry_client(uri), f"models:/{NAME}@champion", tmp_path / "served", uri)
+    with serve_verified(model, max_model_len=128, log_file=tmp_path / "vllm.log") as (base_url, served_name):
+        assert requests.get(f"{base_url}/models", timeout=10).json()["data"][0]["id"] == NAME
+        response = requests.post(f"{base_url}/completions", timeout=120, json={
+            "model": served_name, "prompt": "La capitale d'Italia è", "max_tokens": 8, "temperature": 0})
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert isinstance(choice["text"], str) and response.json()["usage"]["completion_tokens"] >= 1
