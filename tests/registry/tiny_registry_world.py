@@ -97,7 +97,8 @@ def basic_auth_server(folder: Path, admin_password: str):
     ini.write_text(
         "[mlflow]\ndefault_permission = READ\n"
         f"database_uri = sqlite:///{folder / 'auth.db'}\nadmin_username = admin\n"
-        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n",
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        "auth_cache_ttl_seconds = 300\n",  # PBKDF2 per request otherwise: seconds each on a loaded machine
         encoding="utf-8",
     )
     env = {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_AUTH_ADMIN_PASSWORD": admin_password,

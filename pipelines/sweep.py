@@ -1,0 +1,296 @@
+"""The ``sweep`` pipeline: Ray Tune over a search space of adapt configs, ASHA on held-out target bits per byte, one
+MLflow parent run for the sweep with one child run per trial, a leaderboard, and the best trial registered.
+
+Reads top to bottom: setup (validate every trial value, create the experiment and the parent run in the driver),
+run (Tune), report (close what Tune left open, leaderboard, best configuration, registry). A failed trial is
+recorded as failed and the others go on; ``resume=True`` continues an interrupted sweep under the same parent run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from vocadapt.platform.commands._errors import UserError
+from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.sweeps import (
+    METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, fit, read_state,
+    trial_experiment, validate_sweep, write_state,
+)
+from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
+
+FINISHED, FAILED, STOPPED = "FINISHED", "FAILED", "STOPPED"
+
+
+@dataclass
+class SweepResult:
+    parent_run_id: str
+    tracking_uri: str
+    rows: list[dict[str, Any]]
+    best: dict[str, Any] | None
+    registered: tuple[str, int] | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def run_sweep(
+    sweep: SweepConfig, console: Console | None = None, *, objective: Objective | None = None,
+    resume: bool = False, retry_failed: bool = True,
+) -> SweepResult:
+    console = console or Console()
+    # ---- setup: every trial value is checked before Ray starts; the experiment is created here, not in trials
+    validate_sweep(sweep)
+    if objective is None:
+        check_methods(sweep)
+    base_tree = sweep.base_tree()
+    base = ExperimentConfig.model_validate(base_tree)
+    os.environ.pop("MLFLOW_RUN_ID", None)  # set by `mlflow run`; it would leak into every Ray worker
+    tracker = Tracker(resolve_tracking_uri(base.tracking.tracking_uri), base.tracking.experiment)
+    parent_id = _open_parent_run(sweep, tracker, resume)
+    spec = TrialSpec(sweep.name, parent_id, tracker.tracking_uri, base.tracking.experiment, base_tree,
+                     str(sweep.storage() / sweep.name), objective or adapt_objective)
+
+    # ---- run
+    console.rule(f"[bold]sweep {sweep.name}")
+    started_ray = _ensure_ray()
+    try:
+        grid = fit(sweep, spec, resume=resume, retry_failed=retry_failed)
+    except BaseException:
+        tracker.client.set_terminated(parent_id, status="FAILED")
+        raise
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+
+    # ---- report
+    _close_open_trial_runs(tracker, parent_id)
+    rows = leaderboard(grid)
+    best = next((row for row in rows if row["status"] == FINISHED), None)
+    counts = {status: sum(r["status"] == status for r in rows) for status in (FINISHED, FAILED, STOPPED)}
+    _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree)
+    registered = None
+    if best and sweep.register_best and best.get("model_dir"):
+        registered = _register_best(sweep, base, tracker, parent_id, best)
+    if sweep.keep_models == "best":
+        _drop_other_models(rows, best)
+    tracker.client.set_terminated(parent_id, status="FINISHED")
+    _print_leaderboard(rows, registered, console)
+    return SweepResult(parent_id, tracker.tracking_uri, rows, best, registered, counts)
+
+
+def check_methods(sweep: SweepConfig) -> None:
+    """Every initialiser a trial could use is registered, before any trial starts."""
+    from vocadapt.components.initializers import get_initializer
+    from vocadapt.platform.sweeps import SINGLE_METHOD_FIELD
+
+    base = ExperimentConfig.model_validate(sweep.base_tree())
+    dimension = sweep.search_space.get(SINGLE_METHOD_FIELD)
+    values = dimension.values_to_check() if dimension else [base.init.methods]
+    for value in values:
+        for method in [value] if isinstance(value, str) else value:
+            try:
+                get_initializer(method)
+            except KeyError as error:
+                raise UserError(f"search_space.{SINGLE_METHOD_FIELD}: {error.args[0]}") from error
+
+
+def _open_parent_run(sweep: SweepConfig, tracker: Tracker, resume: bool) -> str:
+    exists = can_resume(sweep)
+    if exists and not resume:
+        raise UserError(f"sweep {sweep.name!r} already has state in {sweep.storage() / sweep.name}; pass --resume "
+                        f"to continue it, or change `name` or `storage_path` to start a new one")
+    if resume:
+        parent_id = read_state(sweep).get("parent_run_id")
+        if not exists or not parent_id:
+            raise UserError(f"no sweep {sweep.name!r} to resume in {sweep.storage()}; run it without --resume")
+        tracker.client.update_run(parent_id, status="RUNNING")
+        _close_open_trial_runs(tracker, parent_id)  # trials of the interrupted driver, restarted by Tune
+        return parent_id
+    tags = {"vocadapt.sweep.name": sweep.name, "vocadapt.git_commit": git_commit()}
+    run = tracker.client.create_run(tracker.experiment_id, run_name=sweep.name, tags=tags)
+    parent_id = run.info.run_id
+    tracker.log_params(parent_id, {f"search_space.{k}": json.dumps(v.model_dump(exclude_none=True))
+                                   for k, v in sweep.search_space.items()})
+    tracker.log_dict(parent_id, sweep.model_dump(mode="json"), "sweep.json")
+    write_state(sweep, {"parent_run_id": parent_id, "tracking_uri": tracker.tracking_uri})
+    return parent_id
+
+
+def _ensure_ray() -> bool:
+    """Connect to $RAY_ADDRESS, else start a local cluster; True when this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init()
+    else:
+        ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False)
+    return True
+
+
+def _close_open_trial_runs(tracker: Tracker, parent_id: str) -> None:
+    """Trial runs still RUNNING were stopped by the scheduler (or their driver died): end them as KILLED."""
+    client = tracker.client
+    pending = [parent_id]
+    while pending:
+        run_id = pending.pop()
+        children = client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{run_id}'")
+        for child in children:
+            pending.append(child.info.run_id)
+            if child.info.status == "RUNNING":
+                client.set_tag(child.info.run_id, "vocadapt.sweep.stopped_early", "true")
+                client.set_terminated(child.info.run_id, status="KILLED")
+
+
+def leaderboard(grid) -> list[dict[str, Any]]:
+    """One row per trial, best first: finished trials by target bits per byte, then stopped, then failed."""
+    rows = []
+    for result in grid:
+        metrics = result.metrics or {}
+        if result.error is not None:
+            status = FAILED
+        else:
+            status = FINISHED if metrics.get("final") else STOPPED
+        rows.append({
+            "trial_id": metrics.get("trial_id") or Path(str(result.path)).name,
+            "status": status,
+            "params": dict(result.config or {}),
+            METRIC: metrics.get(METRIC),
+            "bpb_source": metrics.get("bpb_source"),
+            "iterations": metrics.get("training_iteration", 0),
+            "method": metrics.get("method") or None,
+            "mlflow_run_id": metrics.get("mlflow_run_id"),
+            "model_run_id": metrics.get("model_run_id") or None,
+            "model_dir": metrics.get("model_dir") or None,
+            "lineage": json.loads(metrics.get("lineage") or "{}"),
+            "error": str(result.error).strip().splitlines()[-1][:300] if result.error is not None else None,
+        })
+    order = {FINISHED: 0, STOPPED: 1, FAILED: 2}
+    return sorted(rows, key=lambda r: (order[r["status"]], r[METRIC] if r[METRIC] is not None else float("inf")))
+
+
+def _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree) -> None:
+    public = [{k: v for k, v in row.items() if k not in ("lineage",)} for row in rows]
+    tracker.log_dict(parent_id, {"metric": METRIC, "mode": "min", "trials": public}, "leaderboard.json")
+    tracker.log_text(parent_id, leaderboard_markdown(rows), "leaderboard.md")
+    tracker.log_metrics(parent_id, {f"trials.{status.lower()}": n for status, n in counts.items()})
+    if best is None:
+        return
+    best_config = trial_experiment(base_tree, best["params"]).model_dump(mode="json")
+    tracker.log_text(parent_id, yaml.safe_dump(best_config, sort_keys=False), "best_config.yaml")
+    tracker.log_params(parent_id, {f"best.{key}": value for key, value in best["params"].items()})
+    tracker.log_metrics(parent_id, {f"best.{METRIC}": best[METRIC], **(
+        {"best.bpb_source": best["bpb_source"]} if best["bpb_source"] is not None else {})})
+    tracker.set_tags(parent_id, {"vocadapt.sweep.best_trial": best["trial_id"],
+                                 "vocadapt.sweep.best_run_id": best["mlflow_run_id"] or ""})
+
+
+def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
+    keys = sorted({key for row in rows for key in row["params"]})
+    lines = ["| rank | trial | status | " + " | ".join(keys) + f" | {METRIC} | bpb_source | note |",
+             "|" + " --- |" * (len(keys) + 6)]
+    for rank, row in enumerate(rows, 1):
+        values = [json.dumps(row["params"].get(k)) for k in keys]
+        score = "-" if row[METRIC] is None else f"{row[METRIC]:.4f}"
+        source = "-" if row["bpb_source"] is None else f"{row['bpb_source']:.4f}"
+        note = row["error"] or ("stopped early by ASHA" if row["status"] == STOPPED else "")
+        lines.append(f"| {rank} | {row['trial_id']} | {row['status']} | " + " | ".join(values)
+                     + f" | {score} | {source} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> tuple[str, int]:
+    from vocadapt.platform.models import registered_model_name
+    from vocadapt.platform.registry import register_model
+
+    name = sweep.registered_model or base.tracking.registered_model or registered_model_name(base)
+    lineage = {**best["lineage"], "vocadapt.sweep.name": sweep.name, "vocadapt.sweep.run_id": parent_id,
+               "vocadapt.sweep.trial_id": best["trial_id"], "vocadapt.sweep.trial_run_id": best["mlflow_run_id"],
+               "vocadapt.sweep.params": json.dumps(best["params"], sort_keys=True)}
+    registered = register_model(tracker, best["model_run_id"], Path(best["model_dir"]), name, lineage=lineage)
+    tracker.set_tags(parent_id, {"vocadapt.registered": f"{name}/{registered.version}"})
+    return name, registered.version
+
+
+def _drop_other_models(rows, best) -> None:
+    """Keep only the best trial's checkpoint on disk; the others' numbers are in MLflow."""
+    for row in rows:
+        if row is not best and row.get("model_dir"):
+            shutil.rmtree(row["model_dir"], ignore_errors=True)
+
+
+def _print_leaderboard(rows, registered, console: Console) -> None:
+    from rich.table import Table
+
+    keys = sorted({key for row in rows for key in row["params"]})
+    table = Table(title=f"Sweep leaderboard: held-out target bits per byte ({METRIC}, lower is better)")
+    for column in ("rank", "trial", "status", *keys, METRIC, "note"):
+        table.add_column(column, justify="right" if column in ("rank", METRIC) else "left")
+    for rank, row in enumerate(rows, 1):
+        score = "-" if row[METRIC] is None else f"{row[METRIC]:.4f}"
+        note = row["error"] or ("stopped early (ASHA)" if row["status"] == STOPPED else "")
+        table.add_row(str(rank), row["trial_id"], row["status"], *(str(row["params"].get(k)) for k in keys), score,
+                      note)
+    console.print(table)
+    if registered:
+        console.print(f"registered the best trial as [bold]{registered[0]}[/] version {registered[1]} "
+                      f"(alias candidate); promote it with `vocadapt promote {registered[0]} --version "
+                      f"{registered[1]} --to champion`")
+
+
+# ------------------------------------------------------------------------------------------ the adapt objective
+
+
+def adapt_objective(config: ExperimentConfig, trial: TrialContext) -> TrialOutcome:
+    """One trial = the adapt pipeline on the trial's config. Its runs are nested under the trial's run."""
+    from vocadapt.pipelines.adapt import run_adapt
+
+    try:
+        result = run_adapt(config, Console(quiet=True))
+    except BaseException:
+        _reparent_by_name(trial, config.name)
+        raise
+    trial.tracker.client.set_tag(result.parent_run_id, "mlflow.parentRunId", trial.trial_run_id)
+    best = result.best
+    bpb = best.bits_per_byte
+    trial.report({METRIC: bpb["target_zero_shot"], "bpb_source": bpb["source_zero_shot"]})
+    language = config.target.language
+    metrics = {
+        METRIC: best.score(),
+        "bpb_source": bpb.get("source_after_lapt", bpb["source_zero_shot"]),
+        **{f"bpb_{key}": value for key, value in bpb.items()},
+        **{f"source_model.bpb_{key}": value for key, value in result.source_bits_per_byte.items()},
+        "fertility.target_tokens_per_word": result.fertility[f"target_tokenizer.{language}"]["tokens_per_word"],
+        "fertility.source_tokens_per_word": result.fertility[f"source_tokenizer.{language}"]["tokens_per_word"],
+    }
+    return TrialOutcome(metrics, best.run_id, str(best.model_dir), best.method,
+                        _lineage(trial.tracker, result.parent_run_id, best))
+
+
+def _reparent_by_name(trial: TrialContext, run_name: str) -> None:
+    client = trial.tracker.client
+    for run in client.search_runs([trial.tracker.experiment_id], f"attributes.run_name = '{run_name}'"):
+        client.set_tag(run.info.run_id, "mlflow.parentRunId", trial.trial_run_id)
+
+
+def _lineage(tracker, adapt_run_id: str, best) -> dict[str, str]:
+    from vocadapt.platform.tracking import sha256_files
+
+    tags = tracker.client.get_run(adapt_run_id).data.tags
+    lineage = {key: value for key, value in tags.items() if key.startswith("vocadapt.")}
+    tokenizer_files = sorted(p for p in Path(best.model_dir).glob("*") if p.name.startswith(("tokenizer", "vocab",
+                                                                                               "merges", "special")))
+    if tokenizer_files and lineage.get("vocadapt.tokenizer_sha256", "***") == "***":
+        lineage["vocadapt.tokenizer_sha256"] = sha256_files(tokenizer_files)
+    lineage["vocadapt.method"] = best.method
+    lineage["vocadapt.adapt_run_id"] = adapt_run_id
+    return lineage
