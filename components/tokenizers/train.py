@@ -116,7 +116,7 @@ def train_tokenizer_from_iterator(
     else:
         backend = _train_bytelevel(lines, vocab_size, plan, min_frequency, show_progress)
     fast = wrap_fast(backend, plan, like)
-    _save_atomically(fast, out_dir, overwrite)
+    save_atomically(fast, out_dir, overwrite)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(out_dir))
@@ -212,11 +212,15 @@ def _train_spm(lines, kind: str, vocab_size: int, plan: SpecialTokenPlan, seed: 
     return tokenizer_from_spm_proto(proto)
 
 
-def _save_atomically(fast, out_dir: Path, overwrite: bool) -> None:
+def save_atomically(tokenizer, out_dir: str | Path, overwrite: bool = False) -> None:
+    """``save_pretrained`` into a staging folder beside ``out_dir``, then rename: never a half-written folder."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out_dir} exists and is not empty; choose another folder or pass overwrite")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        fast.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
         if out_dir.exists():
             shutil.rmtree(out_dir)
         staging.rename(out_dir)
