@@ -317,7 +317,8 @@ def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language
 
 
 def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates) -> list[GateResult]:
-    scores = {key: value for key, value in metrics.items() if key.startswith("benchmark.")}
+    scores = {key: value for key, value in metrics.items()
+              if key.startswith("benchmark.") and not key.endswith("_stderr")}
     if not scores:
         return [GateResult("benchmarks", None, None, not gates.require_benchmarks,
                            "no benchmark.* metrics logged" + (" (required)" if gates.require_benchmarks

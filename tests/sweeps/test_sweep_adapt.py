@@ -1,0 +1,72 @@
+"""End to end: a two-trial sweep of the real adapt pipeline (tiny model, fixture corpora, LAPT on Ray Train inside
+Tune trials), then promotion of its best through the gates, reading the metrics the pipeline logged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
+from vocadapt.platform.config import apply_override
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_gates_or_is_refused(
+    ray_cluster, tmp_path, fixture_corpora, monkeypatch,
+):
+    import mlflow
+
+    from vocadapt.pipelines.sweep import run_sweep
+    from vocadapt.platform.registry import promote
+    from vocadapt.platform.sweeps import SweepConfig
+
+    monkeypatch.chdir(tmp_path)
+    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
+    model = build_source_model(tmp_path / "source", [corpora["en.train"]])
+    base: dict = {}
+    for assignment in tiny_config_overrides(model, corpora, tmp_path, **{
+            "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment": "adapt-sweep"}):
+        apply_override(base, assignment)
+    sweep = SweepConfig.model_validate({
+        "name": "adapt-sweep", "base": base, "search_space": {"init.methods": {"grid": ["random", "fvt"]}},
+        "scheduler": {"kind": "fifo", "max_t": 2}, "budget": {"max_concurrent_trials": 1},
+        "storage_path": str(tmp_path / "ray"), "registered_model": "tiny-adapt-sweep",
+    })
+    result = run_sweep(sweep)
+    assert [row["status"] for row in result.rows] == ["FINISHED", "FINISHED"], result.rows
+
+    client = mlflow.tracking.MlflowClient(result.tracking_uri, registry_uri=result.tracking_uri)
+    runs = {run.info.run_id: run for run in client.search_runs(
+        [client.get_experiment_by_name("adapt-sweep").experiment_id])}
+    assert all(run.info.status == "FINISHED" for run in runs.values())
+    for row in result.rows:
+        method_run = runs[row["model_run_id"]]
+        adapt_run = runs[method_run.data.tags["mlflow.parentRunId"]]
+        trial_run = runs[adapt_run.data.tags["mlflow.parentRunId"]]
+        assert trial_run.info.run_id == row["mlflow_run_id"]
+        assert trial_run.data.tags["mlflow.parentRunId"] == result.parent_run_id
+        assert method_run.data.params["method"] == row["params"]["init.methods"]
+
+    name, version = result.registered
+    tags = client.get_model_version(name, str(version)).tags
+    assert tags["vocadapt.method"] == result.best["params"]["init.methods"]
+    assert len(tags["vocadapt.tokenizer_sha256"]) == 64 and tags["vocadapt.sweep.run_id"] == result.parent_run_id
+    decision = promote(client, name, version)
+    measured = {gate.gate: gate for gate in decision.gates}
+    for gate in ("target bits per byte", "source-language bits per byte", "target fertility"):
+        assert measured[gate].measured is not None and measured[gate].threshold is not None, measured[gate]
+    champion = client.get_registered_model(name).aliases.get("champion")
+    assert (champion == str(version)) == decision.accepted
