@@ -91,6 +91,21 @@ def ensure_serving_venv(venv: Path | None = None, *, gpu: bool | None = None, lo
     return venv
 
 
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -165,16 +180,19 @@ class VllmServer:
         raise TimeoutError(f"the vLLM server was not healthy after {self.startup_timeout_s:.0f} s")
 
     def stop(self) -> None:
-        """Terminate the server's process group (it spawns an engine process), then kill it if it lingers."""
-        if self.process is None or self.process.poll() is not None:
+        """Terminate the server's process group (the API server spawns engine and worker processes), wait for every
+        member to exit, and kill what lingers after 30 s."""
+        if self.process is None:
             return
-        group = os.getpgid(self.process.pid)
-        os.killpg(group, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(group, signal.SIGKILL)
-            self.process.wait(timeout=10)
+        group = self.process.pid  # start_new_session=True: the server leads its own group
+        _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _group_alive(group):
+            self.process.poll()
+            time.sleep(0.2)
+        if _group_alive(group):
+            _signal_group(group, signal.SIGKILL)
+        self.process.wait(timeout=10)
 
     def __exit__(self, *exc) -> None:
         self.stop()
