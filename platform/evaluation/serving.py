@@ -148,8 +148,9 @@ class VllmServer:
 
     def __enter__(self) -> VllmServer:
         if not serving_python(self.venv).is_file():
-            raise UserError(f"no vLLM serving environment at {self.venv or serving_venv_dir()}: run "
-                            "`vocadapt evaluate --serving-venv-only` (or pass --backend transformers)")
+            raise UserError(f"no vLLM serving environment at {self.venv or serving_venv_dir()}: build it with "
+                            "`python -m vocadapt.platform.evaluation.serving` (minutes; a large download) or "
+                            "pass --backend transformers")
         self.port = self.port or free_port()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
         env.pop("PYTHONPATH", None)  # the main environment's packages must not leak into vLLM's
@@ -196,3 +197,8 @@ class VllmServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    # Build (or check) the serving environment: `python -m vocadapt.platform.evaluation.serving`.
+    print(f"vLLM serving environment ready at {ensure_serving_venv()}")
