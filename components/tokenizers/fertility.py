@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from vocadapt.components.tokenizers._backend import unpadded
-from vocadapt.components.tokenizers.canonical import canonical_tokens, special_role_ids
+from vocadapt.components.tokenizers.canonical import _analyse, special_role_ids
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,16 @@ def count_tokens(tokenizer: Any, documents: Sequence[str], *, batch_size: int = 
     return ids
 
 
+# id(forms) -> (forms, lookup): the forms tuple is the canonical-form cache's own, so it identifies the vocabulary.
+_FRAGMENTS: dict[int, tuple[tuple, np.ndarray]] = {}
+
+
 def _fragment_lookup(tokenizer: Any) -> np.ndarray:
-    """Boolean per id: the token holds bytes that are not a whole UTF-8 character sequence."""
-    forms = canonical_tokens(tokenizer)
+    """Boolean per id, shape ``(n_ids + 1,)``: the token holds bytes that are not whole UTF-8 characters."""
+    forms = _analyse(tokenizer)[0]
+    cached = _FRAGMENTS.get(id(forms))
+    if cached is not None and cached[0] is forms:
+        return cached[1]
     lookup = np.zeros(len(forms) + 1, dtype=bool)
     for token_id, form in enumerate(forms):
         if form is not None and not form.special:
@@ -71,6 +78,9 @@ def _fragment_lookup(tokenizer: Any) -> np.ndarray:
                 form.data.decode("utf-8")
             except UnicodeDecodeError:
                 lookup[token_id] = True
+    if len(_FRAGMENTS) >= 8:
+        _FRAGMENTS.pop(next(iter(_FRAGMENTS)))
+    _FRAGMENTS[id(forms)] = (forms, lookup)
     return lookup
 
 
