@@ -76,11 +76,11 @@ def assemble_matrix(
     out = torch.zeros(plan.rows, source_matrix.shape[1], dtype=dtype or source_matrix.dtype)
     if plan.mode == "expand":
         kept = min(plan.rows, source_matrix.shape[0])
-        out[:kept] = source_matrix[:kept]
+        out[:kept] = source_matrix[:kept].to(out.dtype)
     if plan.target_to_source:
         targets = torch.tensor(list(plan.target_to_source), dtype=torch.long)
         sources = torch.tensor(list(plan.target_to_source.values()), dtype=torch.long)
-        out[targets] = source_matrix[sources]
+        out[targets] = source_matrix[sources].to(out.dtype)
     if len(plan.new_target_ids):
         out[plan.new_target_ids] = new_rows.to(out.dtype)
     return out
