@@ -75,7 +75,7 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
     resolved = resolve_model(request.model, tracking_uri, work_dir / "model")
     others = {"source_model": request.compare_to, "helper": request.helper}
     for role, path in [*others.items(), *((f"similar_to[{i}]", p) for i, p in enumerate(request.similar_to))]:
-        if path is not None and not Path(path).is_dir():
+        if path is not None and not (Path(path) / "config.json").is_file():
             raise UserError(f"{role}: {path} is not a model folder; pass a folder with config.json and weights")
     tasks = _build_tasks(suite, request, work_dir, console)
     tracker = Tracker(tracking_uri, request.experiment or _experiment_name(tracking_uri, resolved))

@@ -15,10 +15,10 @@ def register(app: typer.Typer) -> None:
     def evaluate_command(
         model: str = typer.Option(..., "--model", help="Model folder or registered model (models:/name@alias)."),
         suite: str = typer.Option("offline", "--suite", help="Suite name in configs/evaluation/ or a YAML path."),
-        compare_to: Optional[Path] = typer.Option(
+        compare_to: Optional[str] = typer.Option(
             None, "--compare-to", help="Source model folder: scored too, and generation measured side by side."
         ),
-        helper: Optional[Path] = typer.Option(None, "--helper", help="Helper model folder for embedding similarity."),
+        helper: Optional[str] = typer.Option(None, "--helper", help="Helper model folder for embedding similarity."),
         similar_to: list[Path] = typer.Option([], "--similar-to", help="Other adapted model folders (repeatable)."),
         backend: Optional[str] = typer.Option(None, "--backend", help="Generation backend: transformers or vllm."),
         limit: Optional[int] = typer.Option(None, "--limit", help="Examples per lm-eval task (quick checks)."),
@@ -39,8 +39,9 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             overrides = _overrides(set_, backend, limit)
             request = EvaluationRequest(
-                model=model, suite=suite, compare_to=str(compare_to) if compare_to else None,
-                helper=str(helper) if helper else None, similar_to=[str(p) for p in similar_to],
+                # empty strings (MLproject parameters left at "") mean "not given"
+                model=model, suite=suite, compare_to=compare_to or None, helper=helper or None,
+                similar_to=[str(p) for p in similar_to if str(p)],
                 suite_overrides=overrides, experiment=experiment, tracking_uri=tracking_uri, work_dir=work_dir,
                 held_out=_held_out(data),
             )
