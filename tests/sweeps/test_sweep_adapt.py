@@ -11,7 +11,7 @@ import pytest
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 from vocadapt.platform.config import apply_override
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
