@@ -112,3 +112,13 @@ def test_param_space_maps_each_kind_to_a_tune_sampler(tmp_path):
     space = param_space(sweep)
     assert space["init.methods"] == {"grid_search": ["fvt", "random"]}
     assert isinstance(space["lapt.learning_rate"], Float) and isinstance(space["tokenizer.vocab_size"], Integer)
+
+
+def test_every_dimension_the_papers_vary_is_sweepable(tmp_path):
+    sweep = load_sweep_config(_write(tmp_path, (
+        "base: base.yaml\nsearch_space:\n  init.methods: {grid: [random, fvt]}\n"
+        "  tokenizer.vocab_size: {grid: [1024, 4096]}\n  init.mode: {grid: [replace, expand]}\n"
+        "  lapt.strategy: {choice: [full, lora]}\n  lapt.learning_rate: {loguniform: [1.0e-5, 1.0e-3]}\n")))
+    assert len(validate_sweep(sweep)) == 8
+    with pytest.raises(ConfigError, match="lapt.strategy.*'sideways'"):
+        load_sweep_config(_write(tmp_path, "base: base.yaml\nsearch_space: {lapt.strategy: {choice: [sideways]}}\n"))
