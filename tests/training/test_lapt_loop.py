@@ -103,3 +103,16 @@ def test_bad_settings_are_named():
         from vocadapt.components.training.strategies import set_trainable
 
         set_trainable(make_model(300, layers=2), "2x2-ls")
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_flops_per_token_counts_matrix_products_once(tie):
+    from vocadapt.components.training.throughput import detect_peak_flops, flops_per_token
+
+    model = make_model(300, layers=2, tie=tie)
+    V, H, L, T = 300, 32, 2, 64
+    body = sum(p.numel() for name, p in model.named_parameters() if "embed_tokens" not in name and "lm_head" not in name)
+    # the head is a matrix product (counted once even when tied); the input embedding is a lookup
+    assert flops_per_token(model, T) == 6 * (body + V * H) + 12 * L * H * T
+    if not torch.cuda.is_available():
+        assert detect_peak_flops() is None  # no MFU on CPU rather than a made-up one
