@@ -10,6 +10,7 @@ occurs in the corpus gets its FVT row.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from vocadapt.components.initializers._common import RoleSharedCache, ids_key
 _COUNTS = RoleSharedCache()
 
 
-def _corpus_batches(files: list[str], max_lines: int, batch_size: int = 256) -> Iterator[list[str]]:
+def _corpus_batches(files: list[str], max_lines: int, batch_size: int = 1024) -> Iterator[list[str]]:
     batch: list[str] = []
     seen = 0
     for file in files:
@@ -44,25 +45,32 @@ def _corpus_batches(files: list[str], max_lines: int, batch_size: int = 256) -> 
         yield batch
 
 
-def _encode(tokenizer, texts: list[str]) -> tuple[list[list[int]], list[list[tuple[int, int]]]]:
+def _encode_flat(tokenizer, texts: list[str], bases: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids (T,) and character spans (T, 2) of a batch, spans shifted by each text's base offset so the
+    whole batch reads as one text whose sentences never touch."""
     encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True)
-    return encoded["input_ids"], encoded["offset_mapping"]
+    lengths = np.array([len(ids) for ids in encoded["input_ids"]], dtype=np.int64)
+    ids = np.fromiter(itertools.chain.from_iterable(encoded["input_ids"]), dtype=np.int64, count=int(lengths.sum()))
+    spans = np.fromiter(
+        itertools.chain.from_iterable(itertools.chain.from_iterable(encoded["offset_mapping"])),
+        dtype=np.int64, count=2 * int(lengths.sum()),
+    ).reshape(-1, 2)
+    return ids, spans + np.repeat(bases, lengths)[:, None]
 
 
-def _sentence_pairs(target_ids, target_offsets, source_ids, source_offsets, slot: np.ndarray):
-    """(slot, source id, weight) for every occurrence of a new token in one sentence, vectorised.
+def batch_alignments(target, source, slot: np.ndarray):
+    """(slot, source id, weight) for every occurrence of a new token in a batch, and the occurrences' slots.
 
     A source token covers the target span [a, b) when its span [c, d) intersects it: c < b and d > a. Source
     spans come in order, so the covering run is found by two binary searches. Each occurrence spreads weight one
     over its tuple (1/|tuple| per piece), which makes the final division by the occurrence count a mean.
     """
-    target_ids = np.asarray(target_ids, dtype=np.int64)
-    slots = slot[target_ids] if len(target_ids) else np.zeros(0, dtype=np.int64)
+    (target_ids, target_spans), (source_ids, source_spans) = target, source
+    slots = slot[target_ids]
     chosen = slots >= 0
     if not chosen.any() or not len(source_ids):
         return None
-    spans = np.asarray(target_offsets, dtype=np.int64)[chosen]
-    source_spans = np.asarray(source_offsets, dtype=np.int64)
+    spans = target_spans[chosen]
     first = np.searchsorted(source_spans[:, 1], spans[:, 0], side="right")
     last = np.searchsorted(source_spans[:, 0], spans[:, 1], side="left") - 1
     valid = last >= first
@@ -71,8 +79,7 @@ def _sentence_pairs(target_ids, target_offsets, source_ids, source_offsets, slot
     first, last, occurrence_slots = first[valid], last[valid], slots[chosen][valid]
     lengths = last - first + 1
     starts = np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
-    pieces = np.asarray(source_ids, dtype=np.int64)[starts]
-    return np.repeat(occurrence_slots, lengths), pieces, np.repeat(1.0 / lengths, lengths), occurrence_slots
+    return np.repeat(occurrence_slots, lengths), source_ids[starts], np.repeat(1.0 / lengths, lengths), occurrence_slots
 
 
 def alignment_weights(problem: InitProblem, max_lines: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,15 +93,16 @@ def alignment_weights(problem: InitProblem, max_lines: int) -> tuple[torch.Tenso
     occurrences = np.zeros(len(new_ids), dtype=np.float64)
     files = [str(Path(file)) for file in problem.corpus_files]
     for batch in tqdm(_corpus_batches(files, max_lines), desc="align: tokenizing corpus", unit="batch", leave=False):
-        target_ids, target_offsets = _encode(problem.target_tokenizer, batch)
-        source_ids, source_offsets = _encode(problem.source_tokenizer, batch)
-        for sentence in zip(target_ids, target_offsets, source_ids, source_offsets):
-            found = _sentence_pairs(*sentence, slot=slot)
-            if found is not None:
-                rows_parts.append(found[0])
-                cols_parts.append(found[1])
-                weight_parts.append(found[2])
-                np.add.at(occurrences, found[3], 1.0)
+        lengths = np.array([len(text) + 1 for text in batch], dtype=np.int64)
+        bases = np.cumsum(lengths) - lengths
+        found = batch_alignments(
+            _encode_flat(problem.target_tokenizer, batch, bases), _encode_flat(problem.source_tokenizer, batch, bases), slot
+        )
+        if found is not None:
+            rows_parts.append(found[0])
+            cols_parts.append(found[1])
+            weight_parts.append(found[2])
+            occurrences += np.bincount(found[3], minlength=len(new_ids))
     size = (len(new_ids), problem.source_matrix.shape[0])
     if not rows_parts:
         return torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), size), torch.zeros(len(new_ids))

@@ -146,3 +146,23 @@ def test_cli_init_writes_a_checkpoint_and_reports_bad_input(tmp_path, source_tok
     unknown = runner.invoke(app, [*arguments, str(tmp_path / "out3"), "--method", "nope"])
     assert unknown.exit_code == 2 and "choose one of" in unknown.output
     assert not (tmp_path / "out2").exists() and not (tmp_path / "out3").exists()
+
+
+def test_checkpoint_surgery_keeps_bf16_and_copies_shared_rows_bit_for_bit(tmp_path, source_tokenizer, target_tokenizer):
+    from safetensors import safe_open
+
+    folder = tmp_path / "bf16"
+    tiny_llama(len(source_tokenizer), tied=False).to(torch.bfloat16).save_pretrained(folder)
+    source_tokenizer.save_pretrained(folder)
+    target_tokenizer.save_pretrained(tmp_path / "target")
+    record = adapt_checkpoint(folder, tmp_path / "target", tmp_path / "out", "random", seed=1)
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
+        source = {name: handle.get_tensor(name) for name in ("model.embed_tokens.weight", "lm_head.weight")}
+    with safe_open(str(tmp_path / "out" / "model-vocadapt-embeddings.safetensors"), framework="pt") as handle:
+        adapted = {name: handle.get_tensor(name) for name in source}
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=len(source_tokenizer))
+    targets, sources = list(plan.target_to_source), list(plan.target_to_source.values())
+    for name in source:
+        assert adapted[name].dtype == torch.bfloat16
+        assert torch.equal(adapted[name][targets], source[name][sources])
+    assert record["initialised"] == len(plan.new_target_ids)
