@@ -58,5 +58,6 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"no MLflow store at {uri}: run `vocadapt adapt` here first (it writes {DEFAULT_DB}) "
                                 "or pass --tracking-uri")
             typer.echo(f"dashboard on http://{address}:{port} reading {uri}")
-            completed = subprocess.run(dashboard_command_line(port, address), env=dashboard_environment(uri, experiment))
+            command = dashboard_command_line(port, address)
+            completed = subprocess.run(command, env=dashboard_environment(uri, experiment))
         raise typer.Exit(completed.returncode)

@@ -152,7 +152,9 @@ class VllmServer:
                             "`python -m vocadapt.platform.evaluation.serving` (minutes; a large download) or "
                             "pass --backend transformers")
         self.port = self.port or free_port()
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+        # 1 GiB of KV cache on CPU unless the user set it: small models, 2-core machines
+        env = {**os.environ, "HF_HUB_OFFLINE": "1",
+               "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
         env.pop("PYTHONPATH", None)  # the main environment's packages must not leak into vLLM's
         log = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,

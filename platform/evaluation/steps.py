@@ -83,7 +83,9 @@ def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, sourc
     prompts = {task: tasks.translation_items(task)[: suite.generation.examples] for task in tasks.translation_tasks}
     metrics: dict[str, float] = {}
     records = {}
-    contenders = [("", model_dir, model, tokenizer)] + ([("source_model.", Path(source_dir), *source)] if source else [])
+    contenders = [("", model_dir, model, tokenizer)]
+    if source:
+        contenders.append(("source_model.", Path(source_dir), *source))
     for prefix, folder, candidate, candidate_tokenizer in contenders:
         with _backend(suite, folder, candidate, candidate_tokenizer, work_dir) as backend:
             backend.generate([prompts[tasks.translation_tasks[0]][0]["prompt"]], max_new_tokens=4)  # warm-up

@@ -60,7 +60,9 @@ class BitsPerByteSection(_Section):
 
 
 class SimilaritySection(_Section):
-    anchors_per_kind: int = Field(128, ge=1, description="Anchors among word-initial tokens, and as many among the rest.")
+    anchors_per_kind: int = Field(
+        128, ge=1, description="Anchors among word-initial tokens, and as many among the rest (SAVA §6)."
+    )
 
 
 class SuiteConfig(_Section):

@@ -25,7 +25,8 @@ def test_runs_are_recognised_by_what_they_logged(filled_store):
     assert len(curves[curves["metric"] == "train_loss"]) == 10
     table = data.benchmark_table(everything.of_kind("evaluation"))
     best = data.best_per_column(table)
-    assert best["vocadapt_cloze_en.acc_bytes"].startswith("source of") and best["vocadapt_cloze_xx.acc_bytes"] == EVALUATION_RUN
+    assert best["vocadapt_cloze_en.acc_bytes"].startswith("source of")
+    assert best["vocadapt_cloze_xx.acc_bytes"] == EVALUATION_RUN
     speed = data.throughput_table(everything.of_kind("evaluation"))
     assert speed.loc[speed["model"] == "adapted", "speed_up_chars"].item() == 1.5
     assert data.similarity_tables(client, everything.of_kind("evaluation"))[EVALUATION_RUN]["anchors"] == 256

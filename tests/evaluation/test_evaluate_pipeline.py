@@ -85,7 +85,8 @@ def test_cli_evaluates_a_folder_and_writes_json(tmp_path, adapted_model_dir, mon
     out = tmp_path / "summary.json"
     args = ["evaluate", "--model", str(adapted_model_dir), "--experiment", "cli-eval", "--json", str(out),
             "--data", f"it={fixture_corpora['it.validation']}", "--data", f"en={fixture_corpora['en.validation']}",
-            "--data", f"it-en={fixture_corpora['it-en.validation']}", "--data", f"it-en-shots={fixture_corpora['it-en.train']}"]
+            "--data", f"it-en={fixture_corpora['it-en.validation']}",
+            "--data", f"it-en-shots={fixture_corpora['it-en.train']}"]
     for key, value in {"cloze.items": "8", "translation.items": "3", "translation.max_new_tokens": "4",
                        "generation.examples": "2", "generation.max_new_tokens": "4", "bits_per_byte.documents": "4",
                        "harness.limit": "3"}.items():
