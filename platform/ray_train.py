@@ -118,8 +118,37 @@ def run_lapt_on_ray(
         "eval_documents": eval_documents or {}, "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id,
         "fault_injection": _fault_injection,
     }
+    _claim_run_name(storage / run_name, loop_config)
     result = _fit(loop_config, section, run_name, storage)
     return _collect(result, Path(output_dir))
+
+
+# Settings a run may change when it is resumed under its name; anything else would resume a different experiment.
+_RESUMABLE_CHANGES = {"eval_every", "log_every", "checkpoint_every", "max_failures", "storage_path", "peak_flops",
+                      "eval_max_length", "eval_batch_size", "enabled"}
+
+
+def _claim_run_name(run_folder: Path, loop_config: dict) -> None:
+    """Record what a run name trains; a rerun under the name with other inputs is refused, not silently resumed."""
+    identity = {
+        "model_dir": loop_config["model_dir"], "tokenizer_dir": loop_config["tokenizer_dir"],
+        "seed": loop_config["seed"], "train_files": loop_config["train_files"],
+        "settings": {k: v for k, v in loop_config["settings"].items() if k not in _RESUMABLE_CHANGES},
+    }
+    record = run_folder / "vocadapt_lapt_run.json"
+    if record.is_file():
+        previous = json.loads(record.read_text(encoding="utf-8"))
+        changed = sorted(k for k in {*previous, *identity} if previous.get(k) != identity.get(k))
+        changed += sorted(f"settings.{k}" for k in {*previous.get("settings", {}), *identity["settings"]}
+                          if previous.get("settings", {}).get(k) != identity["settings"].get(k))
+        changed = [c for c in changed if c != "settings"]
+        if changed:
+            raise ConfigError(
+                f"a LAPT run named {run_folder.name!r} already exists in {run_folder.parent} with other inputs "
+                f"({', '.join(changed)}); rerunning a name resumes it, so choose a new run name or delete {run_folder}")
+        return
+    run_folder.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(identity, indent=2), encoding="utf-8")
 
 
 def _check_files(files: dict[str, list[str]], mixing: dict[str, float]) -> None:

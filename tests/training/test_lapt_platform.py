@@ -69,3 +69,16 @@ def test_missing_lapt_files_are_named_before_ray_starts(tmp_path):
     with pytest.raises(ConfigError, match="no source training files"):
         run_lapt_on_ray(tmp_path, tmp_path, {}, target_files=[tmp_path / "nope.txt"], output_dir=tmp_path,
                         run_name="x")
+
+
+def test_a_run_name_is_not_resumed_with_other_inputs(tmp_path):
+    from vocadapt.platform.ray_train import _claim_run_name
+
+    config = {"model_dir": "/m", "tokenizer_dir": "/m", "seed": 0, "train_files": {"target": ["it.txt"]},
+              "settings": {"max_steps": 6, "eval_every": 3}}
+    _claim_run_name(tmp_path / "run", config)
+    _claim_run_name(tmp_path / "run", {**config, "settings": {"max_steps": 6, "eval_every": 2}})  # cadence may change
+    with pytest.raises(ConfigError, match=r"settings.max_steps.*choose a new run name"):
+        _claim_run_name(tmp_path / "run", {**config, "settings": {"max_steps": 8, "eval_every": 3}})
+    with pytest.raises(ConfigError, match="seed"):
+        _claim_run_name(tmp_path / "run", {**config, "seed": 1})

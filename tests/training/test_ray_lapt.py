@@ -83,7 +83,8 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world,
     experiment = client.create_experiment("lapt", artifact_location=str(tmp_path / "artifacts"))
     run_id = client.create_run(experiment).info.run_id
     marker = tmp_path / "killed"
-    resumed = _run(world, "killed", _settings(deepspeed={"enabled": True, "zero_stage": 2}),
+    zero2 = _settings(deepspeed={"enabled": True, "zero_stage": 2})
+    resumed = _run(world, "killed", zero2,
                    tracking_uri=uri, mlflow_run_id=run_id,
                    _fault_injection={"rank": 1, "step": 3, "marker": str(marker)})
     assert marker.exists()  # the worker really died at step 3, after the step-2 checkpoint
@@ -93,5 +94,5 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world,
     logged = [m.step for m in client.get_metric_history(run_id, "lapt_loss")]
     assert sorted(logged) == [1, 2, 3, 4, 5, 6]  # no step counted twice in MLflow
     assert client.get_metric_history(run_id, "lapt_bits_per_byte_target")
-    again = _run(world, "killed", _settings(num_workers=1))  # same name: the finished run is found, not retrained
+    again = _run(world, "killed", zero2)  # same name: the finished run is found, not retrained
     assert again.steps == 6 and again.series("loss") == resumed.series("loss")
