@@ -81,10 +81,10 @@ def write_similarity_artifacts(table: SimilarityTable, folder: Path) -> tuple[Pa
     for i, row in enumerate(table.matrix):
         for j, value in enumerate(row):
             axes.text(j, i, f"{value:.1f}", ha="center", va="center", color="white" if value < 90 else "black")
-    axes.set_title(f"Relative-representation similarity ({table.anchors} anchors)")
+    axes.set_title(f"Embedding similarity\n({table.anchors} anchors, {table.tokens} tokens)")
     figure.colorbar(image, ax=axes)
     figure.tight_layout()
     png_path = folder / "similarity.png"
-    figure.savefig(png_path, dpi=100, metadata={"Software": None})
+    figure.savefig(png_path, dpi=100, bbox_inches="tight", metadata={"Software": None})
     plt.close(figure)
     return json_path, png_path
