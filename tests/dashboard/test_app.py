@@ -55,3 +55,23 @@ def test_app_renders_every_section(filled_store, monkeypatch):
     app.sidebar.multiselect[1].set_value([]).run()
     assert not app.exception
     assert any("No evaluation runs selected" in i.value for i in app.info)
+
+
+def test_dashboard_command_refuses_a_missing_store(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from vocadapt.platform.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    result = CliRunner().invoke(app, ["dashboard"])
+    assert result.exit_code == 2
+    assert "no MLflow store" in " ".join(result.output.split())
+
+
+def test_dashboard_app_is_found_through_the_namespace():
+    from vocadapt.platform.commands.dashboard import app_path, dashboard_command_line
+
+    assert app_path().name == "app.py" and app_path().parent.name == "dashboards"
+    line = dashboard_command_line(8600)
+    assert line[1:4] == ["-m", "streamlit", "run"] and "127.0.0.1" in line and "8600" in line
