@@ -1,0 +1,366 @@
+"""The language matrix: how much each target language gains from a vocabulary of its own.
+
+For every language (default: the papers' languages that the embedded corpora cover, de el hi it ja tr vi, and km
+as the low-resource non-Latin case), top to bottom:
+
+1. corpus size after language filtering, from the assets manifest;
+2. three tokenizers: SmolLM2's own; a target tokenizer trained on the language (kind by script,
+   ``tokenizer_settings_for``) that replaces the vocabulary; SmolLM2's expanded with the k = 1,000 most frequent
+   new tokens of that target tokenizer ("0.01GB" §3);
+3. language-aware fertility and parity of each on held-out paragraphs, parity against their English side as
+   SmolLM2 tokenizes it ("Design choices" §5.1);
+4. zero-shot held-out bits per byte of the source model and of the replaced model initialised with ``fvt`` and
+   with ``random`` (no training);
+5. generation speed-up of the ``fvt`` model over the source model on target-language prompts, measured side by
+   side (characters per second), and the speed-up at equal content (tokens per second ratio times the ratio of
+   tokens the two tokenizers need for the same paragraphs), which is the one a zero-shot model can show.
+
+Tracked in MLflow: one parent run, one child per language (tags name the language and its script); the table is
+written as markdown and JSON to the output folder and logged with the parent run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+MATRIX_LANGUAGES = ("de", "el", "hi", "it", "ja", "tr", "vi", "km")
+REFERENCE_LANGUAGE = "en"
+
+
+@dataclass(frozen=True)
+class MatrixSettings:
+    """Sizes of every measurement; defaults fit a 2-core CPU (one SmolLM2 forward of 8 x 128 takes seconds)."""
+
+    vocab_size: int = 16384  # target tokenizer, as the Italian demo
+    # the same training budget for every language (de and it have 55k lines with their Bibles, hi 4k); None: all
+    tokenizer_training_lines: int | None = 20000
+    expansion_k: int = 1000  # "0.01GB" §7.4 sweeps k in {50 ... 5000}
+    expansion_ranking_lines: int = 5000  # training lines on which candidate tokens are ranked by frequency
+    protect_lines: int = 200  # English held-out lines whose tokenization expansion must not change
+    fertility_documents: int = 500  # held-out paragraph pairs for fertility and parity
+    bpb_documents: int = 24  # held-out paragraphs for zero-shot bits per byte
+    max_length: int = 128
+    batch_size: int = 8
+    generation_prompts: int = 8
+    max_new_tokens: int = 24
+    seed: int = 0
+
+    @classmethod
+    def quick(cls) -> MatrixSettings:
+        """A smoke run: smaller tokenizers and fewer documents and prompts, every cell still measured."""
+        return cls(vocab_size=4096, tokenizer_training_lines=3000, expansion_ranking_lines=1000, protect_lines=50,
+                   fertility_documents=100, bpb_documents=8, generation_prompts=4, max_new_tokens=8)
+
+
+@dataclass(frozen=True)
+class LanguageCorpus:
+    """What the matrix reads for one language.
+
+    Attributes:
+        train_files: target-language training text, one paragraph per line (tokenizer training, ranking).
+        pairs: held-out (target paragraph, English paragraph) pairs, line-aligned.
+        size: lines per split after filtering and what was dropped (the manifest's entry), for the table.
+    """
+
+    language: str
+    train_files: tuple[Path, ...]
+    pairs: list[tuple[str, str]]
+    size: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MatrixResult:
+    rows: list[dict[str, Any]]
+    markdown: str
+    output_dir: Path
+    parent_run_id: str
+    tracking_uri: str
+
+
+def embedded_language_corpus(assets, language: str, split: str = "validation") -> LanguageCorpus:
+    """A language's corpus from the embedded assets: train split, held-out parallel pairs, manifest sizes."""
+    entry = assets.manifest["corpora"][language]
+    dropped = entry.get("dropped", {})
+    size = {
+        "lines": dict(entry.get("lines", {})),
+        "dropped_language_id": int(dropped.get("language_id", {}).get("total", 0)),
+        "dropped_duplicates": int(dropped.get("duplicates", 0)),
+        "dropped_identical_to_english": int(dropped.get("identical_to_english", 0)),
+        "sources": list(entry.get("sources", [])),
+    }
+    return LanguageCorpus(language, (assets.corpus(language, "train"),), read_pairs(assets.parallel(language, split),
+                                                                                    language), size)
+
+
+def read_pairs(path: Path, language: str, reference: str = REFERENCE_LANGUAGE) -> list[tuple[str, str]]:
+    """(target, English) pairs of a parallel jsonl file ({"<lang>": ..., "en": ...} per line), non-empty only."""
+    pairs = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                record = json.loads(line)
+                if record.get(language, "").strip() and record.get(reference, "").strip():
+                    pairs.append((record[language], record[reference]))
+    return pairs
+
+
+def run_language_matrix(
+    corpora: list[LanguageCorpus],
+    source_model_dir: Path,
+    output_dir: Path,
+    tracker,
+    *,
+    settings: MatrixSettings | None = None,
+    console: Console | None = None,
+) -> MatrixResult:
+    """Measure every language, track each as a child run, write ``languages.md`` and ``languages.json``."""
+    from transformers import AutoTokenizer
+
+    from vocadapt.platform.config import ExperimentConfig
+    from vocadapt.platform.models import load_source_model
+
+    settings = settings or MatrixSettings()
+    console = console or Console()
+    _check_corpora(corpora, settings)
+    source_tokenizer = AutoTokenizer.from_pretrained(str(source_model_dir))
+    source_model = load_source_model(ExperimentConfig(), str(source_model_dir))  # float32, no remote code
+    rows: list[dict[str, Any]] = []
+    workdir = Path(tempfile.mkdtemp(prefix="vocadapt-languages-"))
+    try:
+        with tracker.run("languages", tags={"vocadapt.matrix": "languages"}) as parent:
+            parent_id = parent.info.run_id
+            tracker.log_params(parent_id, {**asdict(settings), "languages": ",".join(c.language for c in corpora),
+                                           "source_model": str(source_model_dir)})
+            for corpus in corpora:
+                console.rule(f"[bold]{corpus.language}")
+                row = measure_language(corpus, source_model, source_tokenizer, settings, workdir, console)
+                _track_language(tracker, parent_id, row)
+                rows.append(row)
+                shutil.rmtree(workdir / corpus.language, ignore_errors=True)
+                markdown = markdown_table(rows, settings)
+                _write_outputs(output_dir, rows, markdown)  # after each language: a long run shows progress
+            tracker.log_text(parent_id, markdown, "languages.md")
+            tracker.log_dict(parent_id, {"settings": asdict(settings), "rows": rows}, "languages.json")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    console.print(markdown)
+    return MatrixResult(rows, markdown, output_dir, parent_id, tracker.tracking_uri)
+
+
+def measure_language(corpus: LanguageCorpus, source_model, source_tokenizer, settings: MatrixSettings,
+                     workdir: Path, console: Console) -> dict[str, Any]:
+    """Every cell of one language's row (JSON-ready)."""
+    from vocadapt.components.tokenizers.language_settings import describe_settings, tokenizer_settings_for
+    from vocadapt.components.tokenizers.segmentation import segmentation_for
+
+    language = corpus.language
+    pairs = corpus.pairs[: settings.fertility_documents]
+    documents, english = [target for target, _ in pairs], [reference for _, reference in pairs]
+    segmentation = segmentation_for(language, documents)
+    tokenizer_settings = tokenizer_settings_for(language)
+    console.print(f"  tokenizer: {describe_settings(language, tokenizer_settings)}; words: {segmentation.rule}")
+    replacement, expansion = _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings,
+                                                workdir / language)
+    fertility = _fertility(source_tokenizer, replacement, expansion, documents, english, language, segmentation)
+    for label, report in fertility.items():
+        console.print(f"  {label}: {report['tokens_per_character']:.3f} tokens/char, parity {report['parity']:.2f}")
+    bpb, fvt_model = _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, documents, settings,
+                                              corpus)
+    console.print("  bits per byte: " + ", ".join(f"{k} {v:.3f}" for k, v in bpb.items()))
+    generation = _generation_speed_up(source_model, source_tokenizer, fvt_model, replacement.tokenizer, documents,
+                                      fertility, settings)
+    del fvt_model
+    console.print(f"  speed-up (fvt over source): {generation['speed_up.characters_per_second']:.2f}x chars/s "
+                  f"measured, {generation['speed_up.equal_content']:.2f}x at equal content")
+    return {
+        "language": language,
+        "script": segmentation.script,
+        "segmentation": segmentation.rule,
+        "words_delimited": segmentation.words_delimited,
+        "tokenizer": {**tokenizer_settings, "vocab_size": len(replacement.tokenizer),
+                      "new_tokens": len(replacement.new_token_ids),
+                      "expansion_added": len(expansion.new_token_ids), "expansion_skipped": expansion.skipped},
+        "corpus": corpus.size,
+        "fertility": fertility,
+        "bits_per_byte": bpb,
+        "generation": generation,
+    }
+
+
+def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> None:
+    from vocadapt.platform.commands._errors import UserError
+
+    if not corpora:
+        raise UserError("no languages to measure; pass --lang XX (e.g. --lang hi --lang ja)")
+    for corpus in corpora:
+        if len(corpus.pairs) < settings.bpb_documents:
+            raise UserError(
+                f"{corpus.language}: only {len(corpus.pairs)} held-out paragraph pairs, fewer than the "
+                f"{settings.bpb_documents} bits per byte needs; build more text (vocadapt assets --lang "
+                f"{corpus.language}) or lower bpb_documents"
+            )
+        missing = [str(path) for path in corpus.train_files if not Path(path).is_file()]
+        if missing:
+            raise UserError(f"{corpus.language}: training file(s) missing: {', '.join(missing)}; run vocadapt assets")
+
+
+def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings, workdir: Path):
+    """The replaced vocabulary and SmolLM2's vocabulary expanded with the trained tokenizer's top-k tokens."""
+    from vocadapt.components.tokenizers.expand import expand_with_top_k
+    from vocadapt.components.tokenizers.replace import replace_vocabulary
+    from vocadapt.components.tokenizers.train import iter_corpus_lines, train_tokenizer
+
+    trained = train_tokenizer(
+        list(corpus.train_files), vocab_size=settings.vocab_size, out_dir=workdir / "tokenizer",
+        max_lines=settings.tokenizer_training_lines, seed=settings.seed, like=source_tokenizer,
+        show_progress=False, **tokenizer_settings,
+    )  # fmt: skip
+    replacement = replace_vocabulary(source_tokenizer, trained)
+    ranking = list(iter_corpus_lines(list(corpus.train_files), settings.expansion_ranking_lines))
+    expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k,
+                                  protect=english[: settings.protect_lines])
+    return replacement, expansion
+
+
+def _fertility(source_tokenizer, replacement, expansion, documents, english, language, segmentation):
+    """Reports of the source, replaced and expanded tokenizers; parity against English under the source's."""
+    from vocadapt.components.tokenizers.language_fertility import language_fertility_report
+
+    contenders = {
+        "source": (source_tokenizer, None),
+        "target": (replacement.tokenizer, replacement.new_token_ids),
+        "expanded": (expansion.tokenizer, expansion.new_token_ids),
+    }
+    return {
+        label: language_fertility_report(
+            tokenizer, documents, language=language, reference_documents=english,
+            reference_tokenizer=source_tokenizer, new_token_ids=new_ids, segmentation=segmentation, name=label,
+        ).as_dict()
+        for label, (tokenizer, new_ids) in contenders.items()
+    }  # fmt: skip
+
+
+def _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, documents, settings, corpus):
+    """Held-out bits per byte of the source model and of the fvt- and random-initialised replaced models.
+
+    Returns the scores and the fvt model (kept for the generation measurement).
+    """
+    from vocadapt.components.metrics.bits_per_byte import bits_per_byte
+    from vocadapt.components.surgery import adapt_embeddings
+
+    held_out = documents[: settings.bpb_documents]
+    options = dict(max_length=settings.max_length, batch_size=settings.batch_size)
+    scores = {"source": bits_per_byte(source_model, source_tokenizer, held_out, **options)}
+    fvt_model = None
+    for method in ("fvt", "random"):
+        model = adapt_embeddings(
+            copy.deepcopy(source_model), source_tokenizer=source_tokenizer, target_tokenizer=replacement.tokenizer,
+            target_to_source=replacement.target_to_source, new_target_ids=replacement.new_token_ids,
+            method=method, mode="replace", seed=settings.seed, corpus_files=[str(p) for p in corpus.train_files],
+        ).eval()  # fmt: skip
+        scores[method] = bits_per_byte(model, replacement.tokenizer, held_out, **options)
+        if method == "fvt":
+            fvt_model = model
+        else:
+            del model
+    return scores, fvt_model
+
+
+def _generation_speed_up(source_model, source_tokenizer, model, tokenizer, documents, fertility, settings):
+    """Greedy generation on target-language prompts (the first half of held-out paragraphs), both models."""
+    from vocadapt.components.evaluation.efficiency import generation_efficiency, speed_up
+    from vocadapt.platform.evaluation.generation import TransformersBackend
+
+    prompts = [document[: max(len(document) // 2, 1)] for document in documents[: settings.generation_prompts]]
+    reports = {}
+    for label, candidate, candidate_tokenizer in (("source", source_model, source_tokenizer),
+                                                  ("fvt", model, tokenizer)):
+        backend = TransformersBackend(candidate, candidate_tokenizer, batch_size=settings.batch_size)
+        backend.generate(prompts[:1], max_new_tokens=2)  # warm-up: first-call allocations are not generation
+        record = backend.generate(prompts, max_new_tokens=settings.max_new_tokens)
+        reports[label] = generation_efficiency(record)
+    ratios = speed_up(reports["fvt"], reports["source"])
+    # Tokens the two tokenizers need for the same held-out paragraphs: what makes an adapted model finish sooner
+    # once it writes the language (a zero-shot model's own output is not yet target-language text).
+    token_ratio = fertility["source"]["tokens"] / max(fertility["target"]["tokens"], 1)
+    equal_content = ratios["tokens_per_second"] * token_ratio
+    flat = {f"{label}.{key}": value for label, report in reports.items() for key, value in report.items()}
+    return flat | {f"speed_up.{rate}": value for rate, value in ratios.items()} | {
+        "speed_up.equal_content": equal_content, "source_over_target_tokens": token_ratio}
+
+
+def _track_language(tracker, parent_id: str, row: dict[str, Any]) -> None:
+    language = row["language"]
+    tags = {"vocadapt.target_language": language, "vocadapt.script": row["script"],
+            "vocadapt.segmentation": row["segmentation"], "vocadapt.tokenizer_kind": row["tokenizer"]["kind"]}
+    with tracker.run(f"languages/{language}", parent_run_id=parent_id, tags=tags) as child:
+        run_id = child.info.run_id
+        tracker.log_params(run_id, {"language": language, **{f"tokenizer.{k}": v for k, v in row["tokenizer"].items()}})
+        tracker.log_metrics(run_id, row_metrics(row))
+        tracker.log_dict(run_id, row, "language.json")
+
+
+def row_metrics(row: dict[str, Any]) -> dict[str, float]:
+    """A row's numbers as flat MLflow metric names (corpus.*, fertility.<tokenizer>.*, bpb.*, generation.*)."""
+    metrics = {f"corpus.{split}_lines": float(n) for split, n in row["corpus"].get("lines", {}).items()}
+    metrics |= {f"corpus.{key}": float(value) for key, value in row["corpus"].items() if isinstance(value, int)}
+    for label, report in row["fertility"].items():
+        metrics |= {f"fertility.{label}.{key}": float(value) for key, value in report.items()
+                    if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    metrics |= {f"bpb.{key}": value for key, value in row["bits_per_byte"].items()}
+    metrics |= {f"generation.{key}": value for key, value in row["generation"].items()}
+    return metrics
+
+
+def markdown_table(rows: list[dict[str, Any]], settings: MatrixSettings) -> str:
+    """The matrix as a markdown table with a legend (tokens per word only where words are delimited)."""
+    head = ("| lang | script | words | train lines | dropped (lang-id) | tokens/char src / tgt / exp "
+            "| tokens/word src / tgt | parity src / tgt / exp | bpb source / fvt / random | speed-up chars/s "
+            "| speed-up equal content |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for row in rows:
+        fert, bpb, gen = row["fertility"], row["bits_per_byte"], row["generation"]
+        per_char = " / ".join(f"{fert[k]['tokens_per_character']:.3f}" for k in ("source", "target", "expanded"))
+        parity = " / ".join(f"{fert[k]['parity']:.2f}" for k in ("source", "target", "expanded"))
+        words = "delimited" if row["words_delimited"] else "not delimited"
+        per_word = (f"{fert['source']['tokens_per_word']:.2f} / {fert['target']['tokens_per_word']:.2f}"
+                    if row["words_delimited"] else "n/a")
+        lines.append(
+            f"| {row['language']} | {row['script']} | {words} | {row['corpus'].get('lines', {}).get('train', 0):,} "
+            f"| {row['corpus'].get('dropped_language_id', 0):,} "
+            f"| {per_char} | {per_word} | {parity} "
+            f"| {bpb['source']:.3f} / {bpb['fvt']:.3f} / {bpb['random']:.3f} "
+            f"| {gen['speed_up.characters_per_second']:.2f}x | {gen['speed_up.equal_content']:.2f}x |"
+        )
+    legend = (
+        f"\nsrc: SmolLM2's tokenizer; tgt: a {settings.vocab_size:,}-token target tokenizer replacing it (kind by "
+        f"script); exp: SmolLM2's expanded with k = {settings.expansion_k:,} tokens. Fertility and parity on up to "
+        f"{settings.fertility_documents} held-out paragraphs; parity = tokens for the paragraphs / SmolLM2's tokens "
+        f"for their English side. Bits per byte zero-shot on {settings.bpb_documents} paragraphs (max_length "
+        f"{settings.max_length}). Speed-up of the fvt model over SmolLM2 on {settings.generation_prompts} "
+        f"target-language prompts ({settings.max_new_tokens} new tokens): measured characters per second, and at "
+        "equal content (tokens/s ratio x the ratio of tokens needed for the same paragraphs).\n"
+    )
+    return "\n".join(lines) + "\n" + legend
+
+
+def _write_outputs(output_dir: Path, rows: list[dict[str, Any]], markdown: str) -> None:
+    """Both files written under temporary names, then renamed: a failed run leaves the old table intact."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (("languages.json", json.dumps(rows, indent=2, ensure_ascii=False)),
+                       ("languages.md", markdown)):
+        staging = output_dir / f".{name}.tmp"
+        staging.write_text(text, encoding="utf-8")
+        staging.replace(output_dir / name)
+
+
+__all__ = ["MATRIX_LANGUAGES", "LanguageCorpus", "MatrixResult", "MatrixSettings", "embedded_language_corpus",
+           "markdown_table", "measure_language", "read_pairs", "row_metrics", "run_language_matrix"]

@@ -1,0 +1,49 @@
+"""``vocadapt languages``: the language matrix (fertility, parity, zero-shot bits per byte, generation speed-up)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from vocadapt.platform.commands._errors import UserError, user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("languages")
+    def languages_command(
+        lang: list[str] = typer.Option(
+            [], "--lang", help="Target language (repeatable); default: de el hi it ja tr vi km."
+        ),
+        quick: bool = typer.Option(False, "--quick", help="Smaller tokenizers, fewer documents and prompts."),
+        output: Path = typer.Option(
+            Path("runs/languages"), "--output", help="Folder for languages.md and languages.json."
+        ),
+        experiment: str = typer.Option("vocadapt-languages", "--experiment", help="MLflow experiment name."),
+        tracking_uri: Optional[str] = typer.Option(
+            None, "--tracking-uri", help="MLflow URI; default $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here."
+        ),
+    ) -> None:
+        """Measure SmolLM2's tokenizer, a replaced and an expanded vocabulary on every language (embedded default)."""
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from vocadapt.pipelines.languages import (
+            MATRIX_LANGUAGES,
+            MatrixSettings,
+            embedded_language_corpus,
+            run_language_matrix,
+        )
+        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
+
+        with user_errors():
+            languages = list(dict.fromkeys(code.strip().lower() for code in lang)) or list(MATRIX_LANGUAGES)
+            if "en" in languages:
+                raise UserError("en is the reference language of every row; leave it out of --lang")
+            assets = load_assets(languages=languages)  # names the `vocadapt assets --lang` to run when missing
+            corpora = [embedded_language_corpus(assets, language) for language in languages]
+            tracker = Tracker(resolve_tracking_uri(tracking_uri), experiment)
+            settings = MatrixSettings.quick() if quick else MatrixSettings()
+            run_language_matrix(corpora, assets.model_dir, output, tracker, settings=settings)
