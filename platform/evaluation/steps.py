@@ -168,3 +168,33 @@ def similarity_step(suite: SuiteConfig, name: str, model, tokenizer, peers: dict
         raise UserError(f"embedding similarity: {error} (suite field similarity.anchors_per_kind)") from error
     metrics = {f"similarity.{pair}": value for pair, value in table.pairs().items()}
     return metrics, list(write_similarity_artifacts(table, work_dir / "similarity"))
+
+
+def score_model(model, tokenizer, suite: SuiteConfig | str = "offline", *, held_out=None,
+                work_dir: Path | None = None, overrides: dict | None = None) -> dict[str, float]:
+    """Benchmarks and bits per byte of an in-memory model (e.g. during LAPT), without MLflow or generation.
+
+    Returns ``benchmark.<task>.<metric>``, ``bpb.<lang>`` and ``parameters.*``; tasks are built in ``work_dir``
+    (default: a temporary folder, removed afterwards).
+    """
+    import shutil
+    import tempfile
+
+    from vocadapt.platform.evaluation.offline_tasks import HeldOutData, build_offline_tasks
+    from vocadapt.platform.evaluation.suites import load_suite
+
+    if isinstance(suite, str):
+        suite = load_suite(suite, overrides)
+    scratch = Path(work_dir or tempfile.mkdtemp(prefix="vocadapt-score-"))
+    try:
+        tasks = None
+        if suite.kind == "offline":
+            directions = suite.translation.directions
+            languages = sorted({*suite.cloze.languages, *(lang for pair in directions for lang in pair)})
+            held_out = held_out or HeldOutData.from_embedded(languages)
+            tasks = build_offline_tasks(suite, held_out, scratch / "tasks")
+        metrics = parameter_counts(model) | harness_step(suite, model, tokenizer, tasks)
+        return metrics | bits_per_byte_step(suite, model, tokenizer, held_out, tasks)
+    finally:
+        if work_dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -73,3 +73,16 @@ def test_lm_eval_scores_the_tasks_in_memory(tmp_path, held_out, quick_suite_over
     assert "vocadapt_translation_it_en.chrf" in scores
     with pytest.raises(ValueError, match="does not know the tasks"):
         run_harness(model, tokenizer, ["vocadapt_no_such_task"], include_path=tasks.path)
+
+
+@pytest.mark.timeout(300)
+def test_score_model_in_memory(held_out, quick_suite_overrides, source_model_dir):
+    from vocadapt.platform.evaluation.steps import load_model, score_model
+
+    model, tokenizer = load_model(source_model_dir)
+    overrides = quick_suite_overrides | {"harness.limit": "3", "translation.directions": "[[en, it]]",
+                                         "cloze.languages": "[it]"}
+    metrics = score_model(model, tokenizer, "offline", held_out=held_out, overrides=overrides)
+    assert set(metrics) >= {"benchmark.vocadapt_cloze_it.acc_bytes", "benchmark.vocadapt_translation_en_it.chrf",
+                            "bpb.it", "parameters.total"}
+    assert "benchmark.vocadapt_cloze_en.acc" not in metrics
