@@ -74,24 +74,32 @@ def bits_per_byte_step(suite: SuiteConfig, model, tokenizer, held_out, tasks) ->
 
 def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, source, work_dir: Path,
                     console: Console) -> dict[str, float]:
-    """Generate every translation task's first prompts with the model and (side by side) the source model."""
+    """Generate every translation task's first prompts with the model and the source model, side by side.
+
+    Both backends are open at once (with vLLM: two servers), each is warmed up, and for every task the two are
+    timed in turn ``suite.generation.repeats`` times; the median time counts, so a burst of load on a shared
+    machine does not decide the speed-up. Greedy decoding makes every repeat produce the same tokens.
+    """
+    from contextlib import ExitStack
+
     from vocadapt.components.evaluation.efficiency import generation_efficiency, speed_up
     from vocadapt.components.evaluation.prompts import first_line
     from vocadapt.components.evaluation.text_scores import chrf
 
     new_ids = _new_token_ids(source[1], tokenizer) if source else None
     prompts = {task: tasks.translation_items(task)[: suite.generation.examples] for task in tasks.translation_tasks}
+    contenders = {"": (model_dir, model, tokenizer)}
+    if source:
+        contenders["source_model."] = (Path(source_dir), *source)
     metrics: dict[str, float] = {}
     records = {}
-    contenders = [("", model_dir, model, tokenizer)]
-    if source:
-        contenders.append(("source_model.", Path(source_dir), *source))
-    for prefix, folder, candidate, candidate_tokenizer in contenders:
-        with _backend(suite, folder, candidate, candidate_tokenizer, work_dir) as backend:
+    with ExitStack() as stack:
+        backends = {prefix: stack.enter_context(_backend(suite, *contender, work_dir))
+                    for prefix, contender in contenders.items()}
+        for backend in backends.values():
             backend.generate([prompts[tasks.translation_tasks[0]][0]["prompt"]], max_new_tokens=4)  # warm-up
-            for task, items in prompts.items():
-                record = backend.generate([item["prompt"] for item in items],
-                                          max_new_tokens=suite.generation.max_new_tokens)
+        for task, items in prompts.items():
+            for prefix, record in _timed_in_turn(backends, [item["prompt"] for item in items], suite).items():
                 records[prefix, task] = record
                 report = generation_efficiency(record, new_ids if not prefix else None)
                 report["chrf"] = chrf([first_line(t) for t in record.texts], [item["reference"] for item in items])
@@ -102,10 +110,27 @@ def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, sourc
         for task in prompts:
             ratios = speed_up(_rates(metrics, "", task), _rates(metrics, "source_model.", task))
             metrics |= {f"speed_up.{task}.{rate}": value for rate, value in ratios.items()}
-        totals = {prefix: _combined([records[prefix, task] for task in prompts]) for prefix in ("", "source_model.")}
-        metrics |= {f"speed_up.{rate}": value for rate, value in
-                    speed_up(generation_efficiency(totals[""]), generation_efficiency(totals["source_model."])).items()}
+        totals = {prefix: _combined([records[prefix, task] for task in prompts]) for prefix in contenders}
+        overall = speed_up(generation_efficiency(totals[""]), generation_efficiency(totals["source_model."]))
+        metrics |= {f"speed_up.{rate}": value for rate, value in overall.items()}
     return metrics
+
+
+def _timed_in_turn(backends: dict, prompts: list[str], suite: SuiteConfig) -> dict:
+    """prefix -> the record of its median-time repeat, the backends taking turns on the same prompts."""
+    import statistics
+
+    from vocadapt.components.evaluation.efficiency import GenerationRecord
+
+    runs: dict[str, list] = {prefix: [] for prefix in backends}
+    for _ in range(suite.generation.repeats):
+        for prefix, backend in backends.items():
+            runs[prefix].append(backend.generate(prompts, max_new_tokens=suite.generation.max_new_tokens))
+    chosen = {}
+    for prefix, records in runs.items():
+        seconds = statistics.median(record.seconds for record in records)
+        chosen[prefix] = GenerationRecord(records[0].texts, records[0].token_ids, seconds)
+    return chosen
 
 
 def _rates(metrics: dict[str, float], prefix: str, task: str) -> dict[str, float]:

@@ -51,6 +51,7 @@ class GenerationSection(_Section):
     examples: int = Field(32, ge=1, description="Translation prompts generated for the throughput measurement.")
     max_new_tokens: int = Field(64, ge=1, description="Longest generation, in tokens.")
     batch_size: int = Field(8, ge=1, description="Prompts per generate() call (transformers backend).")
+    repeats: int = Field(3, ge=1, description="Timed repeats per model and task, taken in turn; the median counts.")
 
 
 class BitsPerByteSection(_Section):

@@ -44,4 +44,5 @@ def quick_suite_overrides() -> dict[str, str]:
         "cloze.items": "12", "translation.items": "6", "translation.max_new_tokens": "8", "harness.batch_size": "4",
         "harness.max_length": "256", "generation.examples": "4", "generation.max_new_tokens": "8",
         "bits_per_byte.documents": "8", "bits_per_byte.max_length": "64", "similarity.anchors_per_kind": "8",
+        "generation.repeats": "1",
     }

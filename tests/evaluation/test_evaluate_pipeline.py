@@ -37,7 +37,7 @@ def test_evaluate_registered_model_logs_every_score(tmp_path, registered, held_o
     uri, version_run_id = registered
     request = EvaluationRequest(
         model="models:/vocadapt-it-tiny@candidate", compare_to=str(source_model_dir), helper=str(source_model_dir),
-        suite_overrides=quick_suite_overrides | {"harness.limit": "4"}, tracking_uri=uri, held_out=held_out,
+        suite_overrides=quick_suite_overrides | {"harness.limit": "4", "generation.repeats": "2"}, tracking_uri=uri, held_out=held_out,
         work_dir=tmp_path / "work",
     )
     result = run_evaluate(request)
