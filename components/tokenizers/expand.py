@@ -219,9 +219,11 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
     first = max(taken, default=-1) + 1
     ids = list(range(first, first + len(added)))
     model["vocab"].update(zip(added, ids))
-    as_pairs = bool(model.get("merges")) and not isinstance(model["merges"][0], str)
-    as_pairs = as_pairs or any(" " in left or " " in right for left, right in merges)
-    existing = [_pair(entry) for entry in model.get("merges", [])] if as_pairs else model.get("merges", [])
+    existing = model.get("merges", [])
+    stored_as_pairs = bool(existing) and not isinstance(existing[0], str)
+    as_pairs = stored_as_pairs or any(" " in left or " " in right for left, right in merges)
+    if as_pairs and not stored_as_pairs:  # a new merge holds a space: "a b" strings would be ambiguous
+        existing = [_pair(entry) for entry in existing]
     model["merges"] = existing + [[l, r] if as_pairs else f"{l} {r}" for l, r in merges]
     with tempfile.TemporaryDirectory() as folder:
         source_tokenizer.save_pretrained(folder)
