@@ -173,7 +173,11 @@ def _grow(table: MergeTable, spelled: Sequence[str | None], budget: int | None, 
     added: list[str] = []
     intermediates: list[str] = []
     skipped: Counter[str] = Counter()
-    for token in spelled:
+    from tqdm.auto import tqdm
+
+    progress = tqdm(spelled, desc="expanding vocabulary", unit=" candidates", disable=len(spelled) < 2000,
+                    mininterval=1.0, leave=False)  # fmt: skip
+    for token in progress:
         if budget is not None and len(added) >= budget:
             break
         if token is None:
