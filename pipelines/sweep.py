@@ -21,8 +21,8 @@ from rich.console import Console
 from vocadapt.platform.commands._errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.sweeps import (
-    METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, fit, read_state,
-    trial_experiment, validate_sweep, write_state,
+    METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below, fit,
+    log_config_params, loggable, read_state, trial_experiment, validate_sweep, write_state,
 )
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
@@ -71,8 +71,11 @@ def run_sweep(
             ray.shutdown()
 
     # ---- report
-    _close_open_trial_runs(tracker, parent_id)
     rows = leaderboard(grid)
+    for row in rows:
+        if row["status"] == STOPPED and row["mlflow_run_id"]:
+            end_runs_below(tracker, row["mlflow_run_id"], statuses=("RUNNING", "FAILED"), include_root=True)
+    end_runs_below(tracker, parent_id)
     best = next((row for row in rows if row["status"] == FINISHED), None)
     counts = {status: sum(r["status"] == status for r in rows) for status in (FINISHED, FAILED, STOPPED)}
     _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree)
@@ -112,13 +115,13 @@ def _open_parent_run(sweep: SweepConfig, tracker: Tracker, resume: bool) -> str:
         if not exists or not parent_id:
             raise UserError(f"no sweep {sweep.name!r} to resume in {sweep.storage()}; run it without --resume")
         tracker.client.update_run(parent_id, status="RUNNING")
-        _close_open_trial_runs(tracker, parent_id)  # trials of the interrupted driver, restarted by Tune
+        end_runs_below(tracker, parent_id)  # trials of the interrupted driver, restarted by Tune
         return parent_id
     tags = {"vocadapt.sweep.name": sweep.name, "vocadapt.git_commit": git_commit()}
     run = tracker.client.create_run(tracker.experiment_id, run_name=sweep.name, tags=tags)
     parent_id = run.info.run_id
-    tracker.log_params(parent_id, {f"search_space.{k}": json.dumps(v.model_dump(exclude_none=True))
-                                   for k, v in sweep.search_space.items()})
+    log_config_params(tracker, parent_id, {f"search_space.{k}": v.model_dump(exclude_none=True)
+                                           for k, v in sweep.search_space.items()})
     tracker.log_dict(parent_id, sweep.model_dump(mode="json"), "sweep.json")
     write_state(sweep, {"parent_run_id": parent_id, "tracking_uri": tracker.tracking_uri})
     return parent_id
@@ -135,20 +138,6 @@ def _ensure_ray() -> bool:
     else:
         ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False)
     return True
-
-
-def _close_open_trial_runs(tracker: Tracker, parent_id: str) -> None:
-    """Trial runs still RUNNING were stopped by the scheduler (or their driver died): end them as KILLED."""
-    client = tracker.client
-    pending = [parent_id]
-    while pending:
-        run_id = pending.pop()
-        children = client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{run_id}'")
-        for child in children:
-            pending.append(child.info.run_id)
-            if child.info.status == "RUNNING":
-                client.set_tag(child.info.run_id, "vocadapt.sweep.stopped_early", "true")
-                client.set_terminated(child.info.run_id, status="KILLED")
 
 
 def leaderboard(grid) -> list[dict[str, Any]]:
@@ -187,7 +176,9 @@ def _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree) -> None:
         return
     best_config = trial_experiment(base_tree, best["params"]).model_dump(mode="json")
     tracker.log_text(parent_id, yaml.safe_dump(best_config, sort_keys=False), "best_config.yaml")
-    tracker.log_params(parent_id, {f"best.{key}": value for key, value in best["params"].items()})
+    # tags, not params: a resumed sweep may find another best, and params cannot change
+    for key, value in loggable({f"vocadapt.sweep.best.{k}": v for k, v in best["params"].items()}).items():
+        tracker.client.set_tag(parent_id, key, value)
     tracker.log_metrics(parent_id, {f"best.{METRIC}": best[METRIC], **(
         {"best.bpb_source": best["bpb_source"]} if best["bpb_source"] is not None else {})})
     tracker.set_tags(parent_id, {"vocadapt.sweep.best_trial": best["trial_id"],

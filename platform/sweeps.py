@@ -236,7 +236,8 @@ class TrialSpec:
 
 
 def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
-    """The Tune trainable: one trial = one child run of the sweep's run, always ended (FINISHED or FAILED)."""
+    """The Tune trainable: one trial = one child run of the sweep's run, ended FINISHED or FAILED here (a trial
+    stopped by the scheduler is re-marked KILLED by the driver)."""
     from ray import tune
 
     from vocadapt.platform.tracking import Tracker
@@ -249,30 +250,77 @@ def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
             "vocadapt.sweep.trial_id": trial_id, "vocadapt.sweep.params": json.dumps(params, sort_keys=True)}
     with tracker.run(f"{spec.sweep_name}/{trial_id}", parent_run_id=spec.sweep_run_id, tags=tags) as run:
         run_id = run.info.run_id
-        tracker.log_params(run_id, params)
-        tree = copy.deepcopy(spec.base_tree)
-        set_dotted(tree, "name", f"{spec.sweep_name}-{trial_id}")
-        set_dotted(tree, "output_dir", str(Path(spec.output_dir) / "trials"))
-        set_dotted(tree, "tracking.tracking_uri", spec.tracking_uri)
-        set_dotted(tree, "tracking.experiment", spec.experiment)
-        set_dotted(tree, "tracking.register_best", False)  # the sweep registers its best trial, once
-        config = trial_experiment(tree, params)
-        steps = itertools.count(1)
-
-        def report(metrics: dict[str, float]) -> None:
-            step = next(steps)
-            tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step)
-            tune.report({**metrics, "mlflow_run_id": run_id})
-
-        outcome = spec.objective(config, TrialContext(tracker, run_id, trial_id, report))
-        tracker.log_metrics(run_id, outcome.metrics, next(steps))
-        tracker.set_tags(run_id, {"vocadapt.sweep.model_run_id": outcome.model_run_id or "",
-                                  "vocadapt.method": outcome.method or ""})
-        tracker.log_dict(run_id, config.model_dump(mode="json"), "config.json")
+        outcome = _run_objective(params, spec, tracker, run_id, trial_id)
     # The run is ended before the last report: at it the scheduler may stop the trial, which never returns here.
     tune.report({**outcome.metrics, "mlflow_run_id": run_id, "model_run_id": outcome.model_run_id or "",
                  "model_dir": outcome.model_dir or "", "method": outcome.method or "",
                  "lineage": json.dumps(outcome.lineage), "final": True})
+
+
+def _run_objective(params, spec: TrialSpec, tracker, run_id: str, trial_id: str) -> TrialOutcome:
+    from ray import tune
+
+    log_config_params(tracker, run_id, params)
+    tree = copy.deepcopy(spec.base_tree)
+    set_dotted(tree, "name", f"{spec.sweep_name}-{trial_id}")
+    set_dotted(tree, "output_dir", str(Path(spec.output_dir) / "trials"))
+    set_dotted(tree, "tracking.tracking_uri", spec.tracking_uri)
+    set_dotted(tree, "tracking.experiment", spec.experiment)
+    set_dotted(tree, "tracking.register_best", False)  # the sweep registers its best trial, once
+    config = trial_experiment(tree, params)
+    steps = itertools.count(1)
+
+    def report(metrics: dict[str, float]) -> None:
+        tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if isinstance(v, (int, float))}, next(steps))
+        # A trial the scheduler stops exits inside this call (SystemExit: its run ends FAILED, or stays RUNNING
+        # if the actor is killed first); the driver re-marks it KILLED from the results (end_runs_below).
+        tune.report({**metrics, "mlflow_run_id": run_id})
+
+    outcome = spec.objective(config, TrialContext(tracker, run_id, trial_id, report))
+    tracker.log_metrics(run_id, outcome.metrics, next(steps))
+    tracker.set_tags(run_id, {"vocadapt.sweep.model_run_id": outcome.model_run_id or "",
+                              "vocadapt.method": outcome.method or ""})
+    tracker.log_dict(run_id, config.model_dump(mode="json"), "config.json")
+    return outcome
+
+
+def end_runs_below(tracker, root_id: str, *, statuses: tuple[str, ...] = ("RUNNING",),
+                   include_root: bool = False) -> None:
+    """End as KILLED every run under ``root_id`` (and the root itself if asked) whose status is in ``statuses``.
+
+    Trials stopped by the scheduler exit inside their last report (runs FAILED or left RUNNING), and a driver
+    that died leaves its trials' runs RUNNING: they are recorded as KILLED, tagged ``vocadapt.sweep.stopped_early``.
+    """
+    client = tracker.client
+    pending = [client.get_run(root_id)] if include_root else []
+    frontier = [root_id]
+    while frontier:
+        run_id = frontier.pop()
+        children = client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{run_id}'")
+        pending += children
+        frontier += [child.info.run_id for child in children]
+    for run in pending:
+        if run.info.status in statuses:
+            client.set_tag(run.info.run_id, "vocadapt.sweep.stopped_early", "true")
+            client.set_terminated(run.info.run_id, status="KILLED")
+
+
+def loggable(values: dict[str, Any]) -> dict[str, str]:
+    """Config values as MLflow params or tags: URI credentials stripped, but not masked by key.
+
+    ``tracking.redact`` masks every key containing "token", which hides ``tokenizer.vocab_size`` (a swept field);
+    experiment configs hold no secret fields, so only the values' URI credentials need removing.
+    """
+    from vocadapt.platform.tracking import redact_value
+
+    return {key: str(redact_value(value if isinstance(value, str) else json.dumps(value)))[:6000]
+            for key, value in values.items()}
+
+
+def log_config_params(tracker, run_id: str, values: dict[str, Any]) -> None:
+    from mlflow.entities import Param
+
+    tracker.client.log_batch(run_id, params=[Param(k, v) for k, v in loggable(values).items()])
 
 
 def fit(sweep: SweepConfig, spec: TrialSpec, *, resume: bool, retry_failed: bool):

@@ -35,7 +35,7 @@ def _sweep(tmp_path: Path, methods: list[str], **extra) -> SweepConfig:
         "tracking": {"experiment": "sweep-tests", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
     }
     tree = {
-        "name": "tiny-sweep", "base": base, "search_space": {"init.methods": {"grid": methods}},
+        "name": "tiny-sweep", "base": base, "search_space": {"init.methods": {"grid": methods}, "tokenizer.vocab_size": {"grid": [512]}},
         "scheduler": {"kind": "asha", "grace_period": 1, "reduction_factor": 2, "max_t": 3},
         "budget": {"max_concurrent_trials": 1, "cpus_per_trial": 1},
         "storage_path": str(tmp_path / "ray"), "registered_model": "tiny-sweep-model", **extra,
@@ -62,7 +62,8 @@ def test_sweep_nests_runs_stops_the_bad_trial_records_the_failed_one_and_registe
 
     status = {row["params"]["init.methods"]: row["status"] for row in result.rows}
     assert status == {"fvt": "FINISHED", "random": "STOPPED", "broken": "FAILED"}
-    assert result.best["params"] == {"init.methods": "fvt"} and result.best["bpb_target"] < 8.0
+    assert result.best["params"] == {"init.methods": "fvt", "tokenizer.vocab_size": 512}
+    assert result.best["bpb_target"] < 8.0
     assert "failed on purpose" in next(r["error"] for r in result.rows if r["status"] == "FAILED")
 
     client, runs = _runs(result.tracking_uri)
@@ -72,6 +73,7 @@ def test_sweep_nests_runs_stops_the_bad_trial_records_the_failed_one_and_registe
     trials = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == result.parent_run_id]
     assert {r.data.params["init.methods"]: r.info.status for r in trials} == {
         "fvt": "FINISHED", "random": "KILLED", "broken": "FAILED"}
+    assert {r.data.params["tokenizer.vocab_size"] for r in trials} == {"512"}  # not masked as a "token" secret
     # every run is the sweep's parent or below it: nothing flat, nothing left RUNNING, MLFLOW_RUN_ID ignored
     for run in runs:
         assert run.info.status != "RUNNING", run.info.run_name
@@ -84,7 +86,7 @@ def test_sweep_nests_runs_stops_the_bad_trial_records_the_failed_one_and_registe
     leaderboard = json.loads(client.download_artifacts(result.parent_run_id, "leaderboard.json", str(tmp_path)) and
                              (tmp_path / "leaderboard.json").read_text())
     assert [t["status"] for t in leaderboard["trials"]] == ["FINISHED", "STOPPED", "FAILED"]
-    assert parent.data.params["best.init.methods"] == "fvt"
+    assert parent.data.tags["vocadapt.sweep.best.init.methods"] == "fvt"
     assert parent.data.metrics["best.bpb_target"] == pytest.approx(result.best["bpb_target"])
     best_config = client.download_artifacts(result.parent_run_id, "best_config.yaml", str(tmp_path))
     assert "- fvt" in Path(best_config).read_text()
