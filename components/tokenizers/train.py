@@ -184,6 +184,7 @@ def _train_spm(lines, kind: str, vocab_size: int, plan: SpecialTokenPlan, seed: 
 
     unk = plan.roles.get("unk", "<unk>")
     controls = [token for token in plan.tokens if token != unk]
+    unk_id = plan.tokens.index(unk) if unk in plan.tokens else 0  # like=Gemma: <unk> stays at id 3
     spm.set_random_generator_seed(seed)
     model = tempfile.SpooledTemporaryFile()
     spm.SentencePieceTrainer.train(
@@ -193,7 +194,7 @@ def _train_spm(lines, kind: str, vocab_size: int, plan: SpecialTokenPlan, seed: 
         vocab_size=vocab_size,
         character_coverage=0.9995 if coverage is None else coverage,
         byte_fallback=True,
-        unk_id=0, unk_piece=unk, bos_id=-1, eos_id=-1, pad_id=-1,
+        unk_id=unk_id, unk_piece=unk, bos_id=-1, eos_id=-1, pad_id=-1,
         control_symbols=controls,
         add_dummy_prefix=False,  # Gemma layout: no invented space, exact round trips
         remove_extra_whitespaces=False,
