@@ -1,0 +1,100 @@
+"""A tiny `vocadapt adapt` for a Devanagari, a Japanese and a Khmer corpus (the language is one override), and the
+language matrix on a tiny model with MLflow children tagged by language."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
+from vocadapt.platform.cli import app
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, fixture_corpora) -> Path:
+    return build_source_model(tmp_path_factory.mktemp("tiny-source"), [fixture_corpora["en.train"]])
+
+
+@pytest.mark.parametrize("language, kind", [("hi", "bytelevel-bpe"), ("ja", "spm-bpe"), ("km", "spm-bpe")])
+def test_tiny_adapt_for_each_script(language, kind, tiny_model, fixture_corpora, tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    corpora = dict(fixture_corpora, **{"it.train": fixture_corpora[f"{language}.train"],
+                                       "it.validation": fixture_corpora[f"{language}.validation"]})
+    overrides = tiny_config_overrides(
+        tiny_model, corpora, tmp_path, **{
+            "target.language": language, "tokenizer.kind": kind, "tokenizer.vocab_size": "1500",
+            "lapt.enabled": "false", "tracking.register_best": "false", "evaluation.max_documents": "8",
+            "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        },
+    )  # fmt: skip
+    summary = tmp_path / "summary.json"
+    args = ["adapt", *[arg for override in overrides for arg in ("--set", override)], "--json", str(summary)]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    report = json.loads(summary.read_text())
+    source, target = report["fertility"][f"source_tokenizer.{language}"], report["fertility"][f"target_tokenizer.{language}"]
+    assert target["tokens_per_character"] < source["tokens_per_character"]
+    assert set(report["methods"]) == {"random", "fvt"}
+    assert all(bpb["target_zero_shot"] > 0 for bpb in report["methods"].values())
+    saved = Path(report["output_dir"], report["best_method"], "initialised")
+    tokenizer = AutoTokenizer.from_pretrained(str(saved))
+    assert json.loads((saved / "config.json").read_text())["vocab_size"] >= len(tokenizer) != 400  # not the source's
+    held_out = fixture_corpora[f"{language}.validation"].read_text(encoding="utf-8").splitlines()[0]
+    assert tokenizer.decode(tokenizer(held_out, add_special_tokens=False)["input_ids"]) == held_out
+
+
+def test_language_matrix_on_a_tiny_model(tiny_model, fixture_corpora, tmp_path):
+    import mlflow
+
+    from vocadapt.pipelines.languages import LanguageCorpus, MatrixSettings, read_pairs, run_language_matrix
+    from vocadapt.platform.tracking import Tracker
+
+    settings = MatrixSettings(vocab_size=1500, tokenizer_training_lines=None, expansion_k=50,
+                              expansion_ranking_lines=200, protect_lines=20, fertility_documents=40, bpb_documents=4,
+                              max_length=32, batch_size=4, generation_prompts=2, max_new_tokens=3)
+    corpora = [
+        LanguageCorpus(language, (fixture_corpora[f"{language}.train"],),
+                       read_pairs(fixture_corpora[f"{language}-en.validation"], language), {"lines": {"train": 300}})
+        for language in ("ja", "km")
+    ]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = run_language_matrix(corpora, tiny_model, tmp_path / "out", Tracker(uri, "languages-test", tmp_path),
+                                 settings=settings)
+    rows = {row["language"]: row for row in result.rows}
+    assert rows["ja"]["tokenizer"]["kind"] == rows["km"]["tokenizer"]["kind"] == "spm-bpe"
+    assert rows["ja"]["fertility"]["target"]["tokens_per_word"] is None
+    assert rows["km"]["fertility"]["target"]["tokens_per_word"] > 0
+    for row in rows.values():
+        fertility = row["fertility"]
+        assert fertility["target"]["parity"] < fertility["source"]["parity"]
+        assert 0 < row["tokenizer"]["expansion_added"] <= settings.expansion_k
+        assert fertility["expanded"]["tokens"] < fertility["source"]["tokens"]
+        assert {"source", "fvt", "random"} == set(row["bits_per_byte"])
+        assert row["generation"]["speed_up.characters_per_second"] > 0
+    table = (tmp_path / "out" / "languages.md").read_text()
+    assert "| ja | Japanese | not delimited |" in table and "| km | Khmer | delimited |" in table
+    assert json.loads((tmp_path / "out" / "languages.json").read_text()) == result.rows
+
+    client = mlflow.tracking.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("languages-test").experiment_id])
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == result.parent_run_id]
+    assert {r.data.tags["vocadapt.target_language"] for r in children} == {"ja", "km"}
+    assert all("fertility.target.tokens_per_character" in r.data.metrics for r in children)
+    assert all(r.info.status == "FINISHED" for r in runs)
+
+
+def test_languages_command_refuses_english_and_unbuilt_languages(tmp_path, monkeypatch):
+    monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "empty-home"))
+    result = CliRunner().invoke(app, ["languages", "--lang", "en"])
+    assert result.exit_code == 2 and "reference language" in result.output
+    result = CliRunner().invoke(app, ["languages", "--lang", "km", "--quick"])
+    assert result.exit_code == 2 and "vocadapt assets" in result.output
+    assert not (tmp_path / "runs").exists()
