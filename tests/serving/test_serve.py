@@ -105,21 +105,44 @@ def test_unknown_models_are_refused_clearly(registry, no_server, tmp_path, uri, 
 
 
 def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
+    """`vocadapt serve` as a user runs it: prints the endpoint once healthy, answers, stops vLLM on Ctrl-C."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
     import requests
 
     from vocadapt.platform.evaluation.serving import serving_venv_dir, serving_venv_ready
-    from vocadapt.platform.serving import download_verified, serve_verified
-    from vocadapt.platform.commands.promote import registry_client
 
     if not serving_venv_ready():
         pytest.skip(f"no vLLM serving environment at {serving_venv_dir()} (build it with "
                     "`vocadapt evaluate --serving-venv-only`)")
     uri, _ = registry
-    model = download_verified(registry_client(uri), f"models:/{NAME}@champion", tmp_path / "served", uri)
-    with serve_verified(model, max_model_len=128, log_file=tmp_path / "vllm.log") as (base_url, served_name):
+    command = [str(Path(sys.executable).with_name("vocadapt")), "serve", f"models:/{NAME}@champion",
+               "--tracking-uri", uri, "--download-dir", str(tmp_path / "served"), "--max-model-len", "128"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            found = re.search(r"serving (\S+) \(version \d+\) at (http://127\.0\.0\.1:\d+/v1)", line)
+            if found:
+                break
+        assert found, "".join(lines)[-3000:]
+        served_name, base_url = found.groups()
+        assert served_name == NAME
         assert requests.get(f"{base_url}/models", timeout=10).json()["data"][0]["id"] == NAME
         response = requests.post(f"{base_url}/completions", timeout=120, json={
             "model": served_name, "prompt": "La capitale d'Italia è", "max_tokens": 8, "temperature": 0})
-    assert response.status_code == 200, response.text
-    choice = response.json()["choices"][0]
-    assert isinstance(choice["text"], str) and response.json()["usage"]["completion_tokens"] >= 1
+        assert response.status_code == 200, response.text
+        assert isinstance(response.json()["choices"][0]["text"], str)
+        assert response.json()["usage"]["completion_tokens"] >= 1
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"{base_url}/health", timeout=5)
