@@ -79,3 +79,12 @@ def test_bad_input_leaves_nothing(italian_train, tmp_path):
         train_tokenizer([italian_train], "spm-bpe", 400, tmp_path / "full", show_progress=False)
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+def test_like_gemma_keeps_special_ids(gemma3_tokenizer, italian_train, tmp_path):
+    """Gemma numbers pad, eos, bos, unk 0..3: a sentencepiece tokenizer trained like it keeps those ids."""
+    tokenizer = train_tokenizer([italian_train], "spm-bpe", 7000, tmp_path / "g", like=gemma3_tokenizer,
+                                show_progress=False)  # fmt: skip
+    for role in ("pad", "eos", "bos", "unk"):
+        assert getattr(tokenizer, f"{role}_token_id") == getattr(gemma3_tokenizer, f"{role}_token_id")
+    assert tokenizer("ciao")["input_ids"][0] == tokenizer.bos_token_id  # Gemma inserts bos, so does the copy
