@@ -99,28 +99,31 @@ def source_pieces(
         for start in range(0, len(texts), batch_size):
             batch = encoder.encode_batch_fast(texts[start : start + batch_size], add_special_tokens=False)
             encoded.extend(encoding.ids for encoding in batch)
-
     cursor = iter(encoded)
-    result: list[list[int]] = []
-    for target_id, plan in zip(target_ids, plans):
-        if plan and isinstance(plan[0], int):
-            result.append(list(plan))  # type: ignore[arg-type]
-            continue
-        pieces: list[int] = []
-        for kind, value in plan:  # type: ignore[misc]
-            if kind == "text":
-                pieces.extend(next(cursor))
-            else:
-                pieces.append(_byte_piece(int(value), byte_ids, unk_id, target_id))
-        if not pieces:
-            if unk_id is None:
-                raise ValueError(
-                    f"target token {target_id} ({target_forms[target_id]!r}) tokenizes to nothing in the source "
-                    "and the source has no unk token; drop the token or give the source an unk token"
-                )
-            pieces = [unk_id]
-        result.append(pieces)
-    return result
+    return [
+        _assemble(target_id, plan, cursor, byte_ids, unk_id, target_forms[target_id])
+        for target_id, plan in zip(target_ids, plans)
+    ]
+
+
+def _assemble(target_id: int, plan, cursor, byte_ids: dict[int, int], unk_id: int | None, form) -> list[int]:
+    """One token's source ids: a direct special match, or its segments' encodings and byte tokens in order."""
+    if plan and isinstance(plan[0], int):
+        return list(plan)
+    pieces: list[int] = []
+    for kind, value in plan:
+        if kind == "text":
+            pieces.extend(next(cursor))
+        else:
+            pieces.append(_byte_piece(int(value), byte_ids, unk_id, target_id))
+    if pieces:
+        return pieces
+    if unk_id is None:
+        raise ValueError(
+            f"target token {target_id} ({form!r}) tokenizes to nothing in the source and the source has no unk "
+            "token; drop the token or give the source an unk token"
+        )
+    return [unk_id]
 
 
 def _special_counterpart(
