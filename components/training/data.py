@@ -3,9 +3,11 @@
 Each stream (``target``, ``source``) is a list of documents. A worker reads its own shard of each stream (document
 ``i`` of a seeded per-epoch shuffle goes to worker ``i mod world_size``), tokenizes documents as it reaches them
 (content tokens, then EOS to mark the boundary) and packs them back to back into sequences of exactly
-``sequence_length`` tokens, so there is no padding. Each sequence comes from one stream; the stream is chosen so that
-after ``n`` sequences every stream has had ``share x n`` of them to within one sequence (largest deficit first), so
-the token mix of every batch matches the configured proportion (SAVA §4.2: 75% Italian, 25% English tokens).
+``sequence_length`` tokens, so there is no padding. Each sequence comes from one stream. Streams are assigned to the
+*global* sequence index (worker ``r`` of ``W`` packs global sequences ``r, r + W, r + 2W, ...``) so that after
+``n`` global sequences every stream has had ``share x n`` of them to within one (largest deficit first): the token mix
+of every global batch (all workers together) matches the configured proportion (SAVA §4.2: 75% Italian, 25%
+English tokens), even with one sequence per worker.
 
 The position is a few integers per stream (epoch, document index in the shard, tokens of that document already
 used): resuming re-tokenizes one document, never re-reads what came before.
@@ -95,6 +97,7 @@ class PackedMixture:
         self.shares = {name: mixing[name] / sum(mixing[n] for n in self.names) for name in self.names}
         self.sequence_length, self.seed, self.rank, self.world_size = sequence_length, seed, rank, world_size
         self.positions = {name: StreamPosition() for name in self.names}
+        self._schedule = _MixSchedule(self.names, self.shares)
         self._shards: dict[tuple[str, int], np.ndarray] = {}
         self._tokens: dict[tuple[str, int, int], list[int]] = {}
 
@@ -117,9 +120,9 @@ class PackedMixture:
         return self._tokens[key]
 
     def next_stream(self) -> str:
-        """The stream furthest behind its share (ties: alphabetical), so every prefix keeps the mix."""
-        total = sum(p.sequences for p in self.positions.values()) + 1
-        return max(self.names, key=lambda n: (self.shares[n] * total - self.positions[n].sequences, -self.names.index(n)))
+        """The stream of this worker's next global sequence index in the mixing schedule."""
+        packed = sum(p.sequences for p in self.positions.values())
+        return self._schedule.stream_at(packed * self.world_size + self.rank)
 
     def next_sequence(self) -> tuple[str, list[int]]:
         name = self.next_stream()
@@ -151,3 +154,25 @@ class PackedMixture:
                 f"this data position was saved by worker {state['rank']} of {state['world_size']} with seed "
                 f"{state['seed']}; resume with the same number of workers and seed, or start a new run name")
         self.positions = {name: StreamPosition(**state["positions"][name]) for name in self.names}
+        self._schedule = _MixSchedule(self.names, self.shares)
+
+
+class _MixSchedule:
+    """Which stream global sequence ``g`` comes from: the stream furthest behind its share after ``g`` sequences
+    (ties: alphabetical), so every prefix of the global sequence keeps the mix to within one sequence. Computed
+    forward and cached, so asking for increasing indices costs O(1) each."""
+
+    def __init__(self, names: list[str], shares: dict[str, float]) -> None:
+        self.names, self.shares = names, shares
+        self.counts = {name: 0 for name in names}
+        self.next_index, self.last = 0, names[0]
+
+    def stream_at(self, index: int) -> str:
+        if index < self.next_index - 1:  # asked for the past: start again
+            self.__init__(self.names, self.shares)
+        while self.next_index <= index:
+            total = self.next_index + 1
+            self.last = max(self.names, key=lambda n: (self.shares[n] * total - self.counts[n], -self.names.index(n)))
+            self.counts[self.last] += 1
+            self.next_index += 1
+        return self.last

@@ -97,3 +97,11 @@ def test_files_of_each_format_are_read(tmp_path):
     pq.write_table(pa.table({"text": ["quattro"]}), tmp_path / "c.parquet")
     data = LaptData.from_files(target=[tmp_path / "a.txt", tmp_path / "b.jsonl", tmp_path / "c.parquet"], source=None)
     assert data.streams == {"target": ["uno", "due", "tre", "quattro"]}
+
+
+def test_workers_together_keep_the_mix_in_every_global_batch(tokenizer):
+    """Two workers with two sequences each: every global batch of four is 3 target + 1 source (75%)."""
+    workers = [_mixture(tokenizer, rank=r, world_size=2) for r in (0, 1)]
+    for _ in range(6):
+        streams = [name for worker in workers for name in worker.next_batch(2).streams]
+        assert streams.count("target") == 3
