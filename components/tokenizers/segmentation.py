@@ -145,7 +145,8 @@ def segmentation_for(language: str | None = None, documents: Sequence[str] | Non
         raise ValueError("segmentation needs a language code or some documents to detect the script from")
     script = script_for_language(language) if language else detect_script(documents or ())
     if script not in SPACELESS_SCRIPTS:
-        return Segmentation(language, script, True, True, _SPACED_RULES.get(language or "", "whitespace-separated words"))
+        rule = _SPACED_RULES.get(language or "", "whitespace-separated words")
+        return Segmentation(language, script, True, True, rule)
     if documents and _zero_width_spaces_mark_words(documents):
         rule = "words separated by U+200B ZERO WIDTH SPACE or whitespace (the text marks word boundaries)"
         return Segmentation(language, script, False, True, rule)

@@ -40,7 +40,8 @@ def test_tiny_adapt_for_each_script(language, kind, tiny_model, fixture_corpora,
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     report = json.loads(summary.read_text())
-    source, target = report["fertility"][f"source_tokenizer.{language}"], report["fertility"][f"target_tokenizer.{language}"]
+    fertility = report["fertility"]
+    source, target = fertility[f"source_tokenizer.{language}"], fertility[f"target_tokenizer.{language}"]
     assert target["tokens_per_character"] < source["tokens_per_character"]
     assert set(report["methods"]) == {"random", "fvt"}
     assert all(bpb["target_zero_shot"] > 0 for bpb in report["methods"].values())

@@ -51,7 +51,8 @@ def test_target_tokenizer_kind_suits_the_script_and_round_trips(language, target
     for document in documents[:40]:
         ids = tokenizer(document, add_special_tokens=False)["input_ids"]
         assert tokenizer.decode(ids) == document
-    assert tokenizer.unk_token_id not in {i for d in documents for i in tokenizer(d, add_special_tokens=False)["input_ids"]}
+    used = {token_id for d in documents for token_id in tokenizer(d, add_special_tokens=False)["input_ids"]}
+    assert tokenizer.unk_token_id not in used
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
