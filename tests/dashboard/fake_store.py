@@ -16,7 +16,12 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
     from vocadapt.platform.tracking import Tracker
 
+    import mlflow
+
     uri = f"sqlite:///{folder / 'mlflow.db'}"
+    # Tracker builds its client before it sets the global registry URI, so a Tracker made earlier in the same
+    # process (another test's store) would receive this store's registrations: point the registry here first.
+    mlflow.set_registry_uri(uri)
     tracker = Tracker(uri, experiment, artifact_root=folder / "artifacts")
     with tracker.run(ADAPT_RUN, tags={"vocadapt.target_language": "xx"}) as parent:
         parent_id = parent.info.run_id
