@@ -190,7 +190,9 @@ def _check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Co
 
 
 def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path):
-    from vocadapt.components.tokenizers.replace import replace_vocabulary
+    """Train the target tokenizer, then replace the source vocabulary with it or expand the source with it.
+
+    Returns (adapted tokenizer, what changed: ``.target_to_source`` and ``.new_token_ids``, saved folder)."""
     from vocadapt.components.tokenizers.train import train_tokenizer
 
     trained = train_tokenizer(
@@ -198,11 +200,26 @@ def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path):
         min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
         seed=config.seed, like=source_tokenizer,
     )
-    replacement = replace_vocabulary(source_tokenizer, trained)
+    if config.init.mode == "replace":
+        from vocadapt.components.tokenizers.replace import replace_vocabulary
+
+        change = replace_vocabulary(source_tokenizer, trained)
+    else:
+        change = _expand(config, inputs, source_tokenizer, trained)
     tokenizer_dir = workdir / "tokenizer"
-    replacement.tokenizer.save_pretrained(tokenizer_dir)
+    change.tokenizer.save_pretrained(tokenizer_dir)
     shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
-    return replacement.tokenizer, replacement, tokenizer_dir
+    return change.tokenizer, change, tokenizer_dir
+
+
+def _expand(config, inputs, source_tokenizer, trained):
+    from vocadapt.components.tokenizers.expand import expand_with_target, expand_with_top_k
+
+    protect = read_documents(inputs.source_train, config.tokenizer.protect_lines) if inputs.source_train else None
+    if config.tokenizer.expand_top_k is None:
+        return expand_with_target(source_tokenizer, trained, protect=protect)
+    documents = read_documents(inputs.target_train, config.tokenizer.max_training_lines)
+    return expand_with_top_k(source_tokenizer, trained, documents, config.tokenizer.expand_top_k, protect=protect)
 
 
 def _fertility(source_tokenizer, replacement, held_out, language: str, english: str) -> dict[str, dict[str, float]]:

@@ -63,6 +63,14 @@ class TokenizerSection(_Section):
     vocab_size: int = Field(16384, ge=256, description="Target vocabulary size.")
     min_frequency: int = Field(2, ge=1, description="Least frequency of a merge or piece.")
     max_training_lines: int | None = Field(None, description="Cap on lines used to train it (None: all).")
+    expand_top_k: int | None = Field(
+        None, ge=1, description="With init.mode=expand: add only the k most frequent new tokens on the corpus "
+        "('0.01GB' §3: 50 to 5,000); None appends the whole new vocabulary ΔV ('Design choices' §3.1).",
+    )
+    protect_lines: int = Field(
+        20000, ge=0, description="With init.mode=expand: source-language training lines whose tokenization must "
+        "not change (merges that would change them are not added).",
+    )
 
 
 class InitSection(_Section):

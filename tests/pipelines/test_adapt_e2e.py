@@ -133,3 +133,32 @@ def test_assets_not_built(tmp_path, monkeypatch):
     assert result.exit_code == 2, result.output
     assert "vocadapt assets" in result.output
     _no_output_no_registry(tmp_path)
+
+
+@pytest.mark.parametrize("top_k", [None, 40])
+def test_adapt_expand_mode_keeps_source_rows(tmp_path, tiny_model, corpora, monkeypatch, top_k):
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    monkeypatch.chdir(tmp_path)
+    summary = tmp_path / "summary.json"
+    extra = {"init.mode": "expand", "lapt.enabled": "false", "tracking.register_best": "false",
+             "tokenizer.expand_top_k": "null" if top_k is None else str(top_k)}
+    overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **extra)
+    result = _adapt([*[a for o in overrides for a in ("--set", o)], "--json", str(summary)],
+                    env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 0, result.output
+    report = json.loads(summary.read_text())
+    model_dir = Path(report["output_dir"]) / report["best_method"] / "initialised"
+    source_rows = load_file(str(tiny_model / "model.safetensors"))["model.embed_tokens.weight"]
+    adapted = load_file(str(model_dir / "model.safetensors"))["model.embed_tokens.weight"]
+    assert adapted.shape[0] > source_rows.shape[0]
+    if top_k is not None:
+        assert adapted.shape[0] - source_rows.shape[0] <= top_k * 2  # k tokens plus the intermediates they need
+    assert (adapted[: source_rows.shape[0]] == source_rows).all()  # every source row kept exactly
+    source_tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    adapted_tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    # source-language training text (protected by tokenizer.protect_lines) tokenizes exactly as before
+    english = corpora["en.train"].read_text(encoding="utf-8").splitlines()[:50]
+    changed = [line for line in english if source_tokenizer(line)["input_ids"] != adapted_tokenizer(line)["input_ids"]]
+    assert not changed
