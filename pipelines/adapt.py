@@ -13,7 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from rich.console import Console
@@ -51,7 +51,16 @@ class AdaptResult:
     registered: tuple[str, int] | None
 
 
-def run_adapt(config: ExperimentConfig, console: Console | None = None) -> AdaptResult:
+def run_adapt(
+    config: ExperimentConfig,
+    console: Console | None = None,
+    *,
+    parent_run_id: str | None = None,
+    on_metrics: Callable[[str, dict[str, float]], None] | None = None,
+) -> AdaptResult:
+    """Run the whole adaptation. ``parent_run_id`` nests the adapt run (a sweep trial's run); ``on_metrics`` is
+    called with (method, {"target": bpb, "source": bpb}) right after each method's zero-shot evaluation, before
+    LAPT, so a scheduler can stop a bad trial early."""
     console = console or Console()
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists
     _check_methods(config)
@@ -63,7 +72,7 @@ def run_adapt(config: ExperimentConfig, console: Console | None = None) -> Adapt
     staging.mkdir(parents=True)
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     try:
-        result = _run(config, inputs, tracker, staging, console)
+        result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -77,7 +86,8 @@ def run_adapt(config: ExperimentConfig, console: Console | None = None) -> Adapt
 
 
 def _run(
-    config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console
+    config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console,
+    parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None,
 ) -> AdaptResult:
     from vocadapt.platform.models import load_source_model, load_source_tokenizer
 
@@ -88,7 +98,7 @@ def _run(
         "vocadapt.git_commit": git_commit(),
         "vocadapt.corpus_sha256": sha256_files(list(inputs.corpus_files)),
     }
-    with tracker.run(config.name, tags=lineage) as parent:
+    with tracker.run(config.name, parent_run_id=parent_run_id, tags=lineage) as parent:
         parent_id = parent.info.run_id
         tracker.log_params(parent_id, config.flat())
         tracker.log_text(parent_id, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), "config.yaml")
@@ -124,7 +134,7 @@ def _run(
             with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=lineage) as child:
                 outcome = _adapt_one_method(
                     config, inputs, tracker, child.info.run_id, method, source_model, source_tokenizer,
-                    target_tokenizer, replacement, held_out, workdir, console,
+                    target_tokenizer, replacement, held_out, workdir, console, on_metrics,
                 )
             outcomes.append(outcome)
         del source_model
@@ -256,7 +266,7 @@ def _bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict
 
 def _adapt_one_method(
     config, inputs, tracker, run_id, method, source_model, source_tokenizer, target_tokenizer, replacement,
-    held_out, workdir: Path, console,
+    held_out, workdir: Path, console, on_metrics=None,
 ) -> MethodOutcome:
     from vocadapt.platform.models import initialise_method
 
@@ -274,8 +284,10 @@ def _adapt_one_method(
     bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
     tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
     del model
+    if on_metrics is not None:
+        on_metrics(method, dict(zero_shot))
     outcome = MethodOutcome(method, run_id, initial_dir, bpb, record=record)
-    if config.lapt.enabled and config.lapt.max_steps > 0:
+    if config.lapt.enabled and (config.lapt.max_steps > 0 or config.lapt.max_tokens):
         from vocadapt.platform.models import continue_pretraining
 
         lapt = continue_pretraining(config, inputs, initial_dir, workdir / method, tracker, run_id, held_out)
@@ -283,7 +295,7 @@ def _adapt_one_method(
         outcome.lapt = lapt
         after = {f"{stream}_after_lapt": value for stream, value in lapt["bits_per_byte"].items()}
         outcome.bits_per_byte.update(after)
-        tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=config.lapt.max_steps)
+        tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
         shutil.rmtree(initial_dir, ignore_errors=True)
     console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
     return outcome
@@ -297,18 +309,18 @@ def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) ->
 
 
 def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str):
+    """Register the best method's model as ``candidate`` with lineage tags, a sha256 manifest and a model card."""
     from vocadapt.platform.models import registered_model_name
+    from vocadapt.platform.registry import register_model
 
     name = config.tracking.registered_model or registered_model_name(config)
-    model_uri = tracker.log_model_directory(best.run_id, best.model_dir)
     tags = lineage | {
         "vocadapt.method": best.method,
-        "vocadapt.run_id": best.run_id,
         "vocadapt.parent_run_id": parent_id,
         "vocadapt.config": f"runs:/{parent_id}/config.yaml",
     }
-    version = tracker.register(model_uri, name, alias="candidate", tags=tags, run_id=best.run_id)
-    return name, version
+    registered = register_model(tracker, best.run_id, best.model_dir, name, lineage=tags, alias="candidate")
+    return registered.name, int(registered.version)
 
 
 def _drop_other_models(outcomes: list[MethodOutcome], best: MethodOutcome) -> None:

@@ -90,13 +90,15 @@ def continue_pretraining(
     result = run_lapt_on_ray(
         model_dir=model_dir,
         tokenizer_dir=model_dir,
-        settings=config.lapt,
+        # after-LAPT bits per byte is scored with the same windows as the zero-shot figures
+        settings=config.lapt.model_copy(update={"eval_max_length": config.evaluation.max_length,
+                                                "eval_batch_size": config.evaluation.batch_size}),
         target_files=list(inputs.target_train),
         source_files=list(inputs.source_train),
         eval_documents=held_out,
         output_dir=workdir / "lapt",
         run_name=f"{config.name}-{model_dir.parent.name}",
-        storage_path=workdir / "ray",
+        storage_path=config.lapt.storage_path or workdir / "ray",
         seed=config.seed,
         tracking_uri=tracker.tracking_uri,
         mlflow_run_id=run_id,

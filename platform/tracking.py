@@ -20,7 +20,11 @@ from typing import Any
 
 DEFAULT_DB = "mlflow.db"
 DEFAULT_ARTIFACTS = "mlartifacts"
-_SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[_-]?key|credential|auth)", re.IGNORECASE)
+# a key segment that names a secret: hf_token, mlflow.password, MLFLOW_TRACKING_TOKEN, aws_secret_access_key;
+# not tokenizer.vocab_size or lapt.max_tokens
+_SECRET_KEY = re.compile(
+    r"(^|[._-])(token|password|passwd|secret|api[_-]?key|credentials?|auth)($|[._-])", re.IGNORECASE
+)
 _URI_CREDENTIALS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<creds>[^/@\s]+)@", re.IGNORECASE)
 REDACTED = "***"
 
@@ -103,7 +107,7 @@ class Tracker:
         import mlflow
 
         self._mlflow = mlflow
-        self.client = mlflow.tracking.MlflowClient(tracking_uri=self.tracking_uri)
+        self.client = mlflow.tracking.MlflowClient(tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri)
         mlflow.set_tracking_uri(self.tracking_uri)
         mlflow.set_registry_uri(self.tracking_uri)
         self.experiment_id = self._ensure_experiment()

@@ -12,3 +12,11 @@ def test_secret_keys_and_uri_credentials_are_redacted():
     assert safe["source.model"] == "org/model" and safe["seed"] == 3
     assert "s3cret" not in safe["tracking.tracking_uri"] and "alice" not in safe["tracking.tracking_uri"]
     assert safe["api_key"] == ""
+
+
+def test_tokenizer_and_token_counts_are_not_secrets():
+    safe = redact({"tokenizer.vocab_size": 16384, "vocadapt.tokenizer_sha256": "ab12", "lapt.max_tokens": 10,
+                   "MLFLOW_TRACKING_TOKEN": "t", "aws_secret_access_key": "k"})
+    assert safe["tokenizer.vocab_size"] == 16384 and safe["vocadapt.tokenizer_sha256"] == "ab12"
+    assert safe["lapt.max_tokens"] == 10
+    assert safe["MLFLOW_TRACKING_TOKEN"] == REDACTED and safe["aws_secret_access_key"] == REDACTED
