@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overrides", default="")
     args, rest = parser.parse_known_args(argv)
     os.environ.pop("MLFLOW_RUN_ID", None)
+    rest = _drop_empty_options(rest)
     command = [args.entry_point]
     if args.config:
         command.append(args.config)
@@ -28,6 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     from vocadapt.platform.cli import app
 
     return app(command + rest, standalone_mode=True) or 0
+
+
+def _drop_empty_options(arguments: list[str]) -> list[str]:
+    """``--option ''`` (an MLproject parameter left at its empty default) means the option was not given."""
+    kept: list[str] = []
+    index = 0
+    while index < len(arguments):
+        current = arguments[index]
+        following = arguments[index + 1] if index + 1 < len(arguments) else None
+        if current.startswith("--") and following == "":
+            index += 2
+            continue
+        kept.append(current)
+        index += 1
+    return kept
 
 
 if __name__ == "__main__":
