@@ -88,18 +88,54 @@ def chunked_similarity_mix(
     keys: torch.Tensor,
     values: torch.Tensor,
     weigh: Callable[[torch.Tensor], torch.Tensor],
+    sparse: bool = False,
 ) -> torch.Tensor:
     """For each query, ``weigh(cosine(query, keys)) @ values``, in row chunks.
 
-    queries: (N, d); keys: (O, d); values: (O, hidden); weigh maps (n, O) similarities to (n, O) weights.
+    queries: (N, d); keys: (O, d); values: (O, hidden); weigh maps (n, O) similarities to (n, O) weights;
+    sparse: ``weigh`` returns only each row's non-zero weights and their key indices, (n, k) each (sparsemax);
+        the k source rows are gathered and summed instead of a dense (n, O) product.
     Returns (N, hidden).
     """
     unit_keys = unit_rows(keys)
     out = torch.empty(queries.shape[0], values.shape[1], dtype=torch.float32)
     for start in range(0, queries.shape[0], SIMILARITY_CHUNK_ROWS):
         similarity = unit_rows(queries[start : start + SIMILARITY_CHUNK_ROWS]) @ unit_keys.T
-        out[start : start + SIMILARITY_CHUNK_ROWS] = weigh(similarity) @ values
+        if sparse:  # weigh returns (values, indices) of the non-zeros
+            weights, indices = weigh(similarity)
+            out[start : start + SIMILARITY_CHUNK_ROWS] = torch.nn.functional.embedding_bag(
+                indices, values, per_sample_weights=weights.to(values.dtype), mode="sum"
+            )
+        else:
+            out[start : start + SIMILARITY_CHUNK_ROWS] = weigh(similarity) @ values
     return out
+
+
+def top_sparsemax(scores: torch.Tensor, k: int = 64, exact: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sparsemax of each row of (n, O) scores as its non-zeros: (values (n, k'), indices (n, k')), largest first,
+    zeros padded.
+
+    Sparsemax's support is a prefix of the sorted scores, so it is computed exactly on each row's top k; a row
+    whose whole top k is in the support (the support may go on) is recomputed over all its scores, unless
+    ``exact`` is False (the caller keeps at most k anyway). One top-k pass replaces a full sort of ~20,000 scores
+    per token.
+    """
+    from entmax import sparsemax
+
+    k = min(k, scores.shape[1])
+    top = torch.topk(scores, k, dim=1)
+    weights = sparsemax(top.values, dim=-1)
+    full_rows = (weights > 0).all(dim=1) & (k < scores.shape[1]) & exact
+    if bool(full_rows.any()):
+        dense = sparsemax(scores[full_rows], dim=-1)
+        support = int((dense > 0).sum(1).max())
+        wide = torch.topk(dense, max(support, k), dim=1)
+        padded_values = torch.zeros(scores.shape[0], wide.values.shape[1], dtype=scores.dtype)
+        padded_indices = torch.zeros(scores.shape[0], wide.values.shape[1], dtype=torch.long)
+        padded_values[:, :k], padded_indices[:, :k] = weights, top.indices
+        padded_values[full_rows], padded_indices[full_rows] = wide.values, wide.indices
+        return padded_values, padded_indices
+    return weights, top.indices
 
 
 class RoleSharedCache:

@@ -12,16 +12,21 @@ from vocadapt.components.initializers._common import (
     helper_rows,
     overlap_pairs,
     require_helper,
+    top_sparsemax,
 )
 
 HELPERS = ("fasttext", "vectors", "model")
 
 
+def focus_sparse_weights(similarity: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n, O) cosine similarities -> the non-zeros of sparsemax(similarity / temperature): (weights, indices)."""
+    return top_sparsemax(similarity / temperature)
+
+
 def focus_weights(similarity: torch.Tensor, temperature: float) -> torch.Tensor:
     """(n, O) cosine similarities -> (n, O) sparsemax weights: non-negative, mostly zero, rows summing to one."""
-    from entmax import sparsemax
-
-    return sparsemax(similarity / temperature, dim=-1)
+    weights, indices = focus_sparse_weights(similarity, temperature)
+    return torch.zeros_like(similarity).scatter_(1, indices, weights)
 
 
 @register_initializer("focus", needs_helper=True, helpers=HELPERS)
@@ -41,7 +46,8 @@ def focus(problem: InitProblem, *, temperature: float = 0.1) -> torch.Tensor:
     anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
     queries, has_vector = helper_rows(helper, problem.new_target_ids)
     rows = chunked_similarity_mix(
-        queries, anchor_vectors[anchor_known], anchor_rows, lambda similarity: focus_weights(similarity, temperature)
+        queries, anchor_vectors[anchor_known], anchor_rows, lambda similarity: focus_sparse_weights(similarity, temperature),
+        sparse=True,
     )
     if not bool(has_vector.all()):
         rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)

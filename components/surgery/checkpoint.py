@@ -32,14 +32,27 @@ _TOKENIZER_FILES = {
 }
 
 
-def embedding_tensor_names(config: Any, names: set[str]) -> tuple[str, str | None]:
+# (input embeddings, LM head) as the common causal-LM families name them; anything else asks the architecture.
+_KNOWN_NAMES = (
+    ("model.embed_tokens.weight", "lm_head.weight"),  # Llama, Mistral, Qwen, Gemma, Phi-3, SmolLM
+    ("transformer.wte.weight", "lm_head.weight"),  # GPT-2, Falcon-style
+    ("gpt_neox.embed_in.weight", "embed_out.weight"),  # Pythia
+)
+
+
+def embedding_tensor_names(source_dir: Path, names: set[str]) -> tuple[str, str | None]:
     """(input-embedding tensor, LM-head tensor or None when the checkpoint stores no separate head).
 
-    The module names come from the architecture built on the meta device (no memory); a checkpoint that spells them
-    differently is matched on the last two name parts.
+    Common families are recognised by name (importing a modeling module costs seconds); otherwise the module names
+    come from the architecture built on the meta device (no memory), and a checkpoint that spells them differently
+    is matched on the last two name parts.
     """
-    from transformers import AutoModelForCausalLM
+    for input_name, head_name in _KNOWN_NAMES:
+        if input_name in names:
+            return input_name, head_name if head_name in names else None
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    config = AutoConfig.from_pretrained(str(source_dir), trust_remote_code=False)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     module_names = {id(module): name for name, module in model.named_modules()}
@@ -129,15 +142,16 @@ def adapt_checkpoint(
         of the adapted LM head.
     link: how unchanged shards reach ``out_dir``: "hardlink" (copy across file systems), "symlink" or "copy".
     """
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     check_method(method, options, helper)
     if out_dir.exists() and not overwrite:
         raise ValueError(f"{out_dir} already exists; choose another --out or pass overwrite=True")
     weight_map = files.weight_map(source_dir)
-    config = AutoConfig.from_pretrained(str(source_dir), trust_remote_code=False)
-    input_name, head_name = embedding_tensor_names(config, set(weight_map))
+    if not (source_dir / "config.json").exists():
+        raise ValueError(f"{source_dir} has no config.json; give a Hugging Face checkpoint folder")
+    input_name, head_name = embedding_tensor_names(source_dir, set(weight_map))
     source_tokenizer = AutoTokenizer.from_pretrained(str(source_tokenizer_dir or source_dir))
     target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
     if isinstance(helper, str):

@@ -191,3 +191,16 @@ def test_random_methods_follow_source_statistics():
     assert abs(torch.corrcoef(_run("random", problem)[:, 3:5].T)[0, 1]) < 0.1
     picked = _run("random_token", problem)
     assert (picked.unsqueeze(1) == source.unsqueeze(0)).all(-1).any(1).all()  # every row is some source row
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.sampled_from([1.0, 10.0, 100.0]), k=st.sampled_from([2, 8, 64]))
+def test_top_k_sparsemax_equals_full_sparsemax(seed, scale, k):
+    from entmax import sparsemax
+
+    from vocadapt.components.initializers._common import top_sparsemax
+
+    scores = torch.randn(7, 120, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * scale
+    values, indices = top_sparsemax(scores, k)
+    rebuilt = torch.zeros_like(scores).scatter_(1, indices, values)
+    assert torch.allclose(rebuilt, sparsemax(scores, dim=-1), atol=1e-12)
