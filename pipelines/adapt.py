@@ -89,7 +89,7 @@ def _run(
     config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console,
     parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None,
 ) -> AdaptResult:
-    from vocadapt.platform.models import load_source_model, load_source_tokenizer
+    from vocadapt.platform.models import build_helper, load_source_model, load_source_tokenizer
 
     language, english = config.target.language, config.target.source_language
     lineage = {
@@ -128,13 +128,14 @@ def _run(
         source_bpb = _bits_per_byte(source_model, source_tokenizer, held_out, config)
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
 
+        helper = build_helper(config, target_tokenizer, inputs)
         outcomes = []
         for method in config.init.methods:
             console.rule(f"[bold]4-7. method {method}")
             with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=lineage) as child:
                 outcome = _adapt_one_method(
                     config, inputs, tracker, child.info.run_id, method, source_model, source_tokenizer,
-                    target_tokenizer, replacement, held_out, workdir, console, on_metrics,
+                    target_tokenizer, replacement, held_out, workdir, console, on_metrics, helper,
                 )
             outcomes.append(outcome)
         del source_model
@@ -266,7 +267,7 @@ def _bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict
 
 def _adapt_one_method(
     config, inputs, tracker, run_id, method, source_model, source_tokenizer, target_tokenizer, replacement,
-    held_out, workdir: Path, console, on_metrics=None,
+    held_out, workdir: Path, console, on_metrics=None, helper=None,
 ) -> MethodOutcome:
     from vocadapt.platform.models import initialise_method
 
@@ -274,7 +275,7 @@ def _adapt_one_method(
                                 **{f"option.{k}": v for k, v in config.init.options.get(method, {}).items()}})
     started = time.perf_counter()
     model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
-                                      replacement, inputs)
+                                      replacement, inputs, helper)
     initial_dir = workdir / method / "initialised"
     model.save_pretrained(initial_dir)
     target_tokenizer.save_pretrained(initial_dir)

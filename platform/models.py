@@ -47,22 +47,32 @@ def registered_model_name(config: ExperimentConfig) -> str:
     return f"vocadapt-{config.target.language}-{short}"
 
 
+def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInputs):
+    """The helper the config names (e.g. fastText trained on the target-tokenized corpus), built once per run and
+    only when a listed method uses one; None otherwise."""
+    from vocadapt.components.helpers import resolve_helper
+    from vocadapt.components.initializers import get_initializer
+
+    uses_helper = any(get_initializer(m).needs_helper for m in config.init.methods)
+    if not config.init.helper or not uses_helper:
+        return None
+    return resolve_helper(
+        config.init.helper, target_tokenizer=target_tokenizer, corpus_files=list(inputs.target_train),
+        seed=config.seed,
+    )
+
+
 def initialise_method(
     config: ExperimentConfig, method: str, source_model, source_tokenizer, target_tokenizer, replacement,
-    inputs: ResolvedInputs,
+    inputs: ResolvedInputs, helper=None,
 ):
     """A copy of ``source_model`` with its vocabulary replaced (or expanded) and new rows set by ``method``."""
     import copy
 
-    from vocadapt.components.helpers import resolve_helper
+    from vocadapt.components.initializers import get_initializer
     from vocadapt.components.surgery import adapt_embeddings
 
-    helper = None
-    if config.init.helper:
-        helper = resolve_helper(
-            config.init.helper, target_tokenizer=target_tokenizer, corpus_files=list(inputs.target_train),
-            seed=config.seed,
-        )
+    initializer = get_initializer(method)
     model = copy.deepcopy(source_model)
     model = adapt_embeddings(
         model,
@@ -74,7 +84,7 @@ def initialise_method(
         mode=config.init.mode,
         options=config.init.options.get(method, {}),
         seed=config.seed,
-        helper=helper,
+        helper=helper if initializer.needs_helper else None,
         corpus_files=[str(p) for p in inputs.target_train],
     )
     return model, dict(model.config.vocadapt_init)
@@ -106,5 +116,5 @@ def continue_pretraining(
     return result
 
 
-__all__ = ["continue_pretraining", "initialise_method", "load_source_model", "load_source_tokenizer",
+__all__ = ["build_helper", "continue_pretraining", "initialise_method", "load_source_model", "load_source_tokenizer",
            "read_documents", "registered_model_name"]

@@ -162,3 +162,27 @@ def test_adapt_expand_mode_keeps_source_rows(tmp_path, tiny_model, corpora, monk
     english = corpora["en.train"].read_text(encoding="utf-8").splitlines()[:50]
     changed = [line for line in english if source_tokenizer(line)["input_ids"] != adapted_tokenizer(line)["input_ids"]]
     assert not changed
+
+
+def test_adapt_helper_methods_share_one_fasttext_helper(tmp_path, tiny_model, corpora, monkeypatch):
+    from vocadapt.components.helpers import fasttext_helper
+
+    monkeypatch.chdir(tmp_path)
+    trained = []
+    real = fasttext_helper.train_fasttext_helper
+
+    def counting(*args, **kwargs):
+        trained.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fasttext_helper, "train_fasttext_helper", counting)
+    summary = tmp_path / "summary.json"
+    extra = {"init.methods": "[focus, sava, clp]", "init.helper": "fasttext", "lapt.enabled": "false",
+             "tracking.register_best": "false"}
+    overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **extra)
+    result = _adapt([*[a for o in overrides for a in ("--set", o)], "--json", str(summary)],
+                    env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 0, result.output
+    report = json.loads(summary.read_text())
+    assert set(report["methods"]) == {"focus", "sava", "clp"}
+    assert len(trained) == 1  # one helper for the whole run, not one per method
