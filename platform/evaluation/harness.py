@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 
+# Numbers lm-eval reports next to the scores that are not scores (the promotion gates and the dashboard's "best
+# per column" treat every benchmark.* metric as higher-is-better).
+NOT_SCORES = {"sample_len", "sample_count"}
+
+
 def offline_environment() -> None:
     """Never touch the hub from an evaluation: local task data only."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -73,6 +78,8 @@ def flatten_results(results: dict[str, Any]) -> dict[str, float]:
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 continue
             metric = key.split(",", 1)[0]
+            if metric in NOT_SCORES:
+                continue
             flat[f"{task}.{metric}"] = float(value)
     return flat
 

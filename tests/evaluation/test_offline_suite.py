@@ -71,6 +71,7 @@ def test_lm_eval_scores_the_tasks_in_memory(tmp_path, held_out, quick_suite_over
             assert 0.0 <= scores[f"vocadapt_cloze_{lang}.{metric}"] <= 1.0
     assert 0.0 <= scores["vocadapt_translation_en_it.chrf"] <= 100.0
     assert "vocadapt_translation_it_en.chrf" in scores
+    assert not [key for key in scores if key.endswith("sample_len")]
     with pytest.raises(ValueError, match="does not know the tasks"):
         run_harness(model, tokenizer, ["vocadapt_no_such_task"], include_path=tasks.path)
 
