@@ -31,22 +31,13 @@ def overlap_pairs(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(target_ids, dtype=torch.long), torch.tensor(source_ids, dtype=torch.long)
 
 
-def source_mean_std(source_matrix: torch.Tensor, chunk_rows: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-dimension mean and standard deviation of the source rows, (hidden,) each, in float64 chunks.
+def source_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension mean and standard deviation of the source rows, (hidden,) each.
 
-    Chunked so an 128K x 4,096 matrix needs no second full-size copy.
+    ``torch.std_mean`` reduces without copying the matrix (an 128K x 4,096 float64 copy would be 4 GB).
     """
-    hidden = source_matrix.shape[1]
-    total = torch.zeros(hidden, dtype=torch.float64)
-    total_sq = torch.zeros(hidden, dtype=torch.float64)
-    for start in range(0, source_matrix.shape[0], chunk_rows):
-        block = source_matrix[start : start + chunk_rows].to(torch.float64)
-        total += block.sum(0)
-        total_sq += (block * block).sum(0)
-    count = max(source_matrix.shape[0], 1)
-    mean = total / count
-    variance = (total_sq / count - mean * mean).clamp_min(0.0) * count / max(count - 1, 1)
-    return mean.float(), variance.sqrt().float()
+    std, mean = torch.std_mean(source_matrix.float(), dim=0)
+    return mean, std
 
 
 def gaussian_rows(source_matrix: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
