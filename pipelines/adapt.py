@@ -66,7 +66,7 @@ def run_adapt(
     _check_methods(config)
     inputs = resolve_inputs(config)
     _check_corpora(config, inputs, console)
-    output_dir = Path(config.output_dir) / config.name
+    output_dir = Path(config.output_dir) / config.name / config.target.language
     staging = output_dir.with_name(f".{output_dir.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -118,7 +118,7 @@ def _run(
         tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
 
         console.rule("[bold]3. fertility")
-        fertility = _fertility(source_tokenizer, replacement, held_out, language, english)
+        fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
         tracker.log_metrics(parent_id, _flatten_fertility(fertility))
         tracker.log_dict(parent_id, fertility, "fertility.json")
         _print_fertility(fertility, console)
@@ -204,12 +204,14 @@ def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path):
     """Train the target tokenizer, then replace the source vocabulary with it or expand the source with it.
 
     Returns (adapted tokenizer, what changed: ``.target_to_source`` and ``.new_token_ids``, saved folder)."""
+    from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
     from vocadapt.components.tokenizers.train import train_tokenizer
 
+    settings = tokenizer_settings_for(config.target.language, config.tokenizer.kind)
     trained = train_tokenizer(
-        list(inputs.target_train), config.tokenizer.kind, config.tokenizer.vocab_size, workdir / "tokenizer-trained",
+        list(inputs.target_train), vocab_size=config.tokenizer.vocab_size, out_dir=workdir / "tokenizer-trained",
         min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
-        seed=config.seed, like=source_tokenizer,
+        seed=config.seed, like=source_tokenizer, **settings,
     )
     if config.init.mode == "replace":
         from vocadapt.components.tokenizers.replace import replace_vocabulary
@@ -233,15 +235,45 @@ def _expand(config, inputs, source_tokenizer, trained):
     return expand_with_top_k(source_tokenizer, trained, documents, config.tokenizer.expand_top_k, protect=protect)
 
 
-def _fertility(source_tokenizer, replacement, held_out, language: str, english: str) -> dict[str, dict[str, float]]:
-    from vocadapt.components.tokenizers.fertility import fertility_report
+def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str, dict[str, Any]]:
+    """Fertility of both tokenizers on held-out target and source-language text, language-aware (tokens per
+    word only where the script delimits words), with parity against the English side of aligned paragraphs."""
+    from vocadapt.components.tokenizers.language_fertility import language_fertility_report
 
+    language, english = config.target.language, config.target.source_language
     table = {}
-    for name, tokenizer in (("source", source_tokenizer), ("target", replacement.tokenizer)):
+    for name, tokenizer in (("source", source_tokenizer), ("target", change.tokenizer)):
         for stream, lang in (("target", language), ("source", english)):
-            report = fertility_report(tokenizer, held_out[stream])
-            table[f"{name}_tokenizer.{lang}"] = report.as_dict()
+            report = language_fertility_report(
+                tokenizer, held_out[stream], language=lang, name=f"{name}_tokenizer",
+                new_token_ids=change.new_token_ids if name == "target" else None,
+            )
+            table[f"{name}_tokenizer.{lang}"] = _as_dict(report)
+        if parallel:
+            aligned = language_fertility_report(
+                tokenizer, parallel[language], language=language, reference_documents=parallel[english],
+                reference_tokenizer=source_tokenizer, reference_language=english,
+            )
+            table[f"{name}_tokenizer.{language}"]["parity"] = aligned.parity
     return table
+
+
+def _as_dict(report) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(report)
+
+
+def _parallel_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, list[str]] | None:
+    """Aligned held-out paragraphs {target: [...], source: [...]} from the embedded default, for parity."""
+    if not inputs.embedded or config.corpus.train != "embedded":
+        return None
+    from vocadapt.platform.assets import load_assets
+
+    language, english = config.target.language, config.target.source_language
+    path = load_assets(languages=(language,)).parallel(language, "validation")
+    pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[: config.evaluation.max_documents]]
+    return {language: [p[language] for p in pairs], english: [p[english] for p in pairs]}
 
 
 def _flatten_fertility(fertility: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -249,7 +281,7 @@ def _flatten_fertility(fertility: dict[str, dict[str, float]]) -> dict[str, floa
         f"fertility.{key}.{measure}": value
         for key, report in fertility.items()
         for measure, value in report.items()
-        if isinstance(value, (int, float))
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
     }
 
 
@@ -331,17 +363,21 @@ def _drop_other_models(outcomes: list[MethodOutcome], best: MethodOutcome) -> No
             shutil.rmtree(outcome.model_dir, ignore_errors=True)
 
 
-def _print_fertility(fertility: dict[str, dict[str, float]], console: Console) -> None:
+def _print_fertility(fertility: dict[str, dict[str, Any]], console: Console) -> None:
     from rich.table import Table
 
-    table = Table(title="Fertility on held-out text")
+    measures = ("tokens_per_word", "tokens_per_character", "tokens_per_byte", "parity")
+    table = Table(title="Fertility on held-out text (tokens per word only where words are delimited)")
     table.add_column("tokenizer.language")
-    for measure in ("tokens_per_word", "tokens_per_character", "tokens_per_byte"):
+    for measure in measures:
         table.add_column(measure, justify="right")
     for key, report in fertility.items():
-        table.add_row(key, *(f"{report.get(m, float('nan')):.3f}" for m in ("tokens_per_word", "tokens_per_character",
-                                                                            "tokens_per_byte")))
+        table.add_row(key, *(_number(report.get(m)) for m in measures))
     console.print(table)
+
+
+def _number(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _print_summary(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
@@ -361,9 +397,10 @@ def _print_summary(result: AdaptResult, config: ExperimentConfig, console: Conso
                                         for k, _ in columns))
     console.print(table)
     source_key, target_key = f"source_tokenizer.{language}", f"target_tokenizer.{language}"
-    before = result.fertility[source_key]["tokens_per_word"]
-    after = result.fertility[target_key]["tokens_per_word"]
-    console.print(f"{language} fertility: {before:.3f} -> {after:.3f} tokens per word ({1 - after / before:.1%} lower)")
+    measure = "tokens_per_word" if result.fertility[source_key]["tokens_per_word"] else "tokens_per_character"
+    before, after = result.fertility[source_key][measure], result.fertility[target_key][measure]
+    console.print(f"{language} fertility: {before:.3f} -> {after:.3f} {measure.replace('_', ' ')} "
+                  f"({1 - after / before:.1%} lower)")
     if result.registered:
         name, version = result.registered
         console.print(f"registered [bold]{name}[/] version {version} with alias [bold]candidate[/]")

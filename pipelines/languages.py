@@ -131,7 +131,7 @@ def run_language_matrix(
     console = console or Console()
     _check_corpora(corpora, settings)
     source_tokenizer = AutoTokenizer.from_pretrained(str(source_model_dir))
-    source_model = load_source_model(ExperimentConfig(), str(source_model_dir))  # float32, no remote code
+    source_model = load_source_model(ExperimentConfig(target={"language": "en"}), str(source_model_dir))  # float32, no remote code
     rows: list[dict[str, Any]] = []
     workdir = Path(tempfile.mkdtemp(prefix="vocadapt-languages-"))
     try:

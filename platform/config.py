@@ -36,7 +36,9 @@ class SourceSection(_Section):
 
 
 class TargetSection(_Section):
-    language: str = Field("it", description="ISO 639-1 code of the target language (fastText lid.176 label).")
+    language: str = Field(
+        ..., min_length=2, description="ISO 639-1 code of the target language (fastText lid.176 label): it, hi, ja..."
+    )
     source_language: str = Field("en", description="Language of the source model, kept as the forgetting check.")
 
 
@@ -57,8 +59,10 @@ class CorpusSection(_Section):
 
 
 class TokenizerSection(_Section):
-    kind: Literal["bytelevel-bpe", "spm-bpe", "spm-unigram", "wordpiece"] = Field(
-        "bytelevel-bpe", description="Kind of target tokenizer to train."
+    kind: Literal["auto", "bytelevel-bpe", "spm-bpe", "spm-unigram", "wordpiece"] = Field(
+        "auto", description="Kind of target tokenizer to train; 'auto' chooses by the target language's script "
+        "(byte-level BPE for alphabets, sentencepiece BPE with byte fallback for CJK, spaceless scripts and "
+        "abugidas such as Devanagari, with character coverage 0.9995 where the alphabet is large).",
     )
     vocab_size: int = Field(16384, ge=256, description="Target vocabulary size.")
     min_frequency: int = Field(2, ge=1, description="Least frequency of a merge or piece.")
@@ -116,7 +120,7 @@ class ExperimentConfig(_Section):
     seed: int = Field(0, description="Seed for every random choice: same config and seed, same bytes.")
     output_dir: str = Field("runs", description="Where run outputs (tokenizer, models) are written.")
     source: SourceSection = Field(default_factory=SourceSection)
-    target: TargetSection = Field(default_factory=TargetSection)
+    target: TargetSection
     corpus: CorpusSection = Field(default_factory=CorpusSection)
     tokenizer: TokenizerSection = Field(default_factory=TokenizerSection)
     init: InitSection = Field(default_factory=InitSection)

@@ -129,7 +129,8 @@ def test_bad_corpus_fails_before_training(tmp_path, tiny_model, corpora, monkeyp
 def test_assets_not_built(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "empty-home"))
-    result = _adapt(["--set", f"output_dir={tmp_path / 'runs'}"], env={"MLFLOW_TRACKING_URI": ""})
+    result = _adapt(["--set", f"output_dir={tmp_path / 'runs'}", "--set", "target.language=it"],
+                    env={"MLFLOW_TRACKING_URI": ""})
     assert result.exit_code == 2, result.output
     assert "vocadapt assets" in result.output
     _no_output_no_registry(tmp_path)

@@ -46,6 +46,7 @@ def tiny_config_overrides(model_dir: Path, corpora: dict[str, Path], workdir: Pa
     """Dotted overrides for a fast `adapt` on the tiny model and the fixture corpora."""
     overrides = {
         "name": "tiny",
+        "target.language": "it",
         "output_dir": str(workdir / "runs"),
         "source.model": str(model_dir),
         "corpus.train": f"[{corpora['it.train']}]",

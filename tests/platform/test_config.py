@@ -11,7 +11,11 @@ from vocadapt.platform.cli import app
 from vocadapt.platform.config import ConfigError, ExperimentConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = sorted((ROOT / "configs").rglob("*.yaml"))
+# experiment configs: the top level and configs/languages/ (sweep and evaluation-suite YAMLs are tested by the
+# sweep and evaluation tests against their own schemas)
+SHIPPED = sorted([*(ROOT / "configs").glob("*.yaml"), *(ROOT / "configs" / "languages").glob("*.yaml")])
+LANGUAGE_TEMPLATE_OVERRIDES = ["target.language=hi"]
+BASE = ["target.language=it"]
 
 
 def test_configs_are_shipped():
@@ -22,16 +26,14 @@ def test_configs_are_shipped():
 def test_every_shipped_config_validates_and_names_known_methods(path):
     from vocadapt.components.initializers import get_initializer
 
-    if path.parent.name == "sweeps":
-        pytest.skip("sweep configs are validated by the sweep tests")
-    config = load_config(path)
+    config = load_config(path, LANGUAGE_TEMPLATE_OVERRIDES if path.parent.name == "languages" else [])
     assert isinstance(config, ExperimentConfig)
     for method in config.init.methods:
         get_initializer(method)  # raises KeyError for an unknown one
 
 
 def test_dotted_overrides_parse_yaml_values():
-    config = load_config(None, ["lapt.max_steps=5", "init.methods=[fvt]", "lapt.mixing={target: 0.5, source: 0.5}"])
+    config = load_config(None, [*BASE, "lapt.max_steps=5", "init.methods=[fvt]", "lapt.mixing={target: 0.5, source: 0.5}"])
     assert config.lapt.max_steps == 5
     assert config.init.methods == ["fvt"]
     assert config.lapt.mixing == {"target": 0.5, "source": 0.5}
@@ -50,7 +52,7 @@ def test_dotted_overrides_parse_yaml_values():
 )
 def test_bad_values_name_the_field(overrides, field):
     with pytest.raises(ConfigError) as error:
-        load_config(None, overrides)
+        load_config(None, [*BASE, *overrides])
     assert field in str(error.value)
 
 
@@ -87,6 +89,18 @@ def test_every_command_has_help():
 
 
 def test_flat_params_have_dotted_keys():
-    flat = load_config().flat()
-    assert flat["lapt.max_steps"] == load_config().lapt.max_steps
+    flat = load_config(None, BASE).flat()
+    assert flat["lapt.max_steps"] == load_config(None, BASE).lapt.max_steps
     assert "tracking.experiment" in flat
+
+
+def test_target_language_is_required_and_named():
+    with pytest.raises(ConfigError, match="target"):
+        load_config(None, [])
+
+
+def test_language_template_needs_only_the_language():
+    template = ROOT / "configs" / "languages" / "generic-smollm2.yaml"
+    with pytest.raises(ConfigError, match="target.language"):
+        load_config(template)
+    assert load_config(template, ["target.language=ja"]).target.language == "ja"

@@ -30,7 +30,7 @@ def ray_cluster():
 
 def _sweep(tmp_path: Path, methods: list[str], **extra) -> SweepConfig:
     base = {
-        "name": "tiny", "corpus": {"train": ["it.txt"], "validation": ["it-val.txt"]},
+        "name": "tiny", "target": {"language": "it"}, "corpus": {"train": ["it.txt"], "validation": ["it-val.txt"]},
         "lapt": {"max_steps": 3, "learning_rate": 2.0},
         "tracking": {"experiment": "sweep-tests", "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
     }

@@ -45,7 +45,7 @@ def test_the_demo_sweep_is_four_methods_by_two_vocabulary_sizes_at_a_tiny_budget
 
 
 def _write(tmp_path: Path, text: str) -> Path:
-    (tmp_path / "base.yaml").write_text("name: base\nlapt: {max_steps: 2}\n")
+    (tmp_path / "base.yaml").write_text("name: base\ntarget: {language: it}\nlapt: {max_steps: 2}\n")
     path = tmp_path / "sweep.yaml"
     path.write_text(text)
     return path
@@ -94,7 +94,7 @@ def test_sweep_command_reports_a_bad_config_with_exit_2(tmp_path):
 @given(size=st.integers(256, 100_000), method=st.sampled_from(["random", "fvt", "focus"]),
        rate=st.floats(1e-6, 1.0))
 def test_a_trial_sets_exactly_its_fields_and_leaves_the_base_alone(size, method, rate):
-    base = {"name": "b", "lapt": {"max_steps": 3}, "init": {"methods": ["random", "fvt"]}}
+    base = {"name": "b", "target": {"language": "it"}, "lapt": {"max_steps": 3}, "init": {"methods": ["random", "fvt"]}}
     config = trial_experiment(base, {"tokenizer.vocab_size": size, "init.methods": method,
                                      "lapt.learning_rate": rate})
     assert (config.tokenizer.vocab_size, config.init.methods, config.lapt.learning_rate) == (size, [method], rate)

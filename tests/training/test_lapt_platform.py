@@ -50,14 +50,14 @@ def test_mlflow_logger_continues_a_run_without_repeating_steps(tmp_path):
 
 
 def test_lapt_section_validates_up_front():
-    config = load_config(None, ["lapt.strategy=two-stage", "lapt.deepspeed.enabled=true", "lapt.deepspeed.zero_stage=2"])
+    config = load_config(None, ["target.language=it", "lapt.strategy=two-stage", "lapt.deepspeed.enabled=true", "lapt.deepspeed.zero_stage=2"])
     assert config.lapt.deepspeed.zero_stage == 2
     with pytest.raises(ConfigError, match="ZeRO-3"):
-        load_config(None, ["lapt.strategy=two-stage", "lapt.deepspeed.enabled=true", "lapt.deepspeed.zero_stage=3"])
+        load_config(None, ["target.language=it", "lapt.strategy=two-stage", "lapt.deepspeed.enabled=true", "lapt.deepspeed.zero_stage=3"])
     with pytest.raises(ConfigError, match="lapt.strategy"):
-        load_config(None, ["lapt.strategy=everything"])
+        load_config(None, ["target.language=it", "lapt.strategy=everything"])
     with pytest.raises(ConfigError, match="unknown streams"):
-        load_config(None, ["lapt.train_files={klingon: [a.txt]}"])
+        load_config(None, ["target.language=it", "lapt.train_files={klingon: [a.txt]}"])
 
 
 def test_missing_lapt_files_are_named_before_ray_starts(tmp_path):
