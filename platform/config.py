@@ -169,20 +169,26 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     tree: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist; pass a YAML file such as configs/italian-smollm2.yaml")
-        try:
-            tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as error:
-            raise ConfigError(f"config file {path} is not valid YAML: {error}") from error
-        if not isinstance(tree, dict):
-            raise ConfigError(f"config file {path} must hold a mapping of sections, not {type(tree).__name__}")
+        tree = read_yaml_mapping(path, "config file", "configs/italian-smollm2.yaml")
     for assignment in overrides:
         apply_override(tree, assignment)
     try:
         return ExperimentConfig.model_validate(tree)
     except ValidationError as error:
         raise ConfigError(_explain(error, path)) from error
+
+
+def read_yaml_mapping(path: Path, what: str, example: str) -> dict[str, Any]:
+    """A YAML file holding a mapping, or ConfigError saying what is wrong with it (``what``: "config file")."""
+    if not path.is_file():
+        raise ConfigError(f"{what} {path} does not exist; pass a YAML file such as {example}")
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{what} {path} is not valid YAML: {error}") from error
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{what} {path} must hold a mapping, not {type(tree).__name__}")
+    return tree
 
 
 def _explain(error: ValidationError, path: Path | None) -> str:

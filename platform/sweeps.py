@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
-from vocadapt.platform.config import ConfigError, ExperimentConfig, apply_override
+from vocadapt.platform.config import ConfigError, ExperimentConfig, apply_override, read_yaml_mapping
 from vocadapt.platform.config_sections import Section
 from vocadapt.platform.registry import PromotionGates
 
@@ -163,14 +163,7 @@ def validate_sweep(sweep: SweepConfig) -> list[dict[str, Any]]:
 def load_sweep_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SweepConfig:
     """Read a sweep YAML, apply dotted overrides to the sweep's own fields, validate it and every trial value."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"sweep config {path} does not exist; pass a YAML such as configs/sweeps/italian-smollm2.yaml")
-    try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError(f"sweep config {path} is not valid YAML: {error}") from error
-    if not isinstance(tree, dict):
-        raise ConfigError(f"sweep config {path} must hold a mapping, not {type(tree).__name__}")
+    tree = read_yaml_mapping(path, "sweep config", "configs/sweeps/italian-smollm2.yaml")
     for assignment in overrides:
         apply_override(tree, assignment)
     try:
