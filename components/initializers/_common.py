@@ -153,3 +153,23 @@ class RoleSharedCache:
 def ids_key(ids: torch.Tensor) -> tuple[int, ...]:
     """A hashable key for a 1-D id tensor."""
     return tuple(ids.tolist())
+
+
+def helper_anchors(
+    problem: InitProblem, method: str, accepted: tuple[str, ...]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What the similarity methods (clp, focus, salt) share: the helper's vectors of the overlapping tokens that
+    have one, their source rows, and the helper's vectors of the new tokens.
+
+    Returns anchors (A, h_helper), anchor_rows (A, hidden) float, queries (N, h_helper) and has_vector (N,) bool.
+    """
+    helper = require_helper(problem, method, accepted)
+    overlap_targets, overlap_sources = overlap_pairs(problem)
+    anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
+    if not bool(anchor_known.any()):
+        raise ValueError(
+            f"{method} found no shared token with a helper vector; check that the helper uses the target tokenizer"
+        )
+    anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
+    queries, has_vector = helper_rows(helper, problem.new_target_ids)
+    return anchor_vectors[anchor_known], anchor_rows, queries, has_vector

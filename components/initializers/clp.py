@@ -9,9 +9,7 @@ from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     chunked_similarity_mix,
     gaussian_rows,
-    helper_rows,
-    overlap_pairs,
-    require_helper,
+    helper_anchors,
 )
 
 HELPERS = ("model", "fasttext", "vectors")
@@ -39,15 +37,9 @@ def clp(problem: InitProblem, *, top_k: int = 0) -> torch.Tensor:
     top_k: keep only the k most similar shared tokens per new token (0: all of them, as in the paper).
     A new token without a helper vector gets a random row from N(mu, sigma^2).
     """
-    helper = require_helper(problem, "clp", HELPERS)
-    overlap_targets, overlap_sources = overlap_pairs(problem)
-    anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
-    if not bool(anchor_known.any()):
-        raise ValueError("clp found no shared token with a helper vector; check that the helper uses the target tokenizer")
-    anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
-    queries, has_vector = helper_rows(helper, problem.new_target_ids)
+    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "clp", HELPERS)
     rows = chunked_similarity_mix(
-        queries, anchor_vectors[anchor_known], anchor_rows, lambda similarity: clp_weights(similarity, top_k)
+        queries, anchors, anchor_rows, lambda similarity: clp_weights(similarity, top_k)
     )
     if not bool(has_vector.all()):
         rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)

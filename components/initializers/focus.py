@@ -9,9 +9,7 @@ from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     chunked_similarity_mix,
     gaussian_rows,
-    helper_rows,
-    overlap_pairs,
-    require_helper,
+    helper_anchors,
     top_sparsemax,
 )
 
@@ -38,15 +36,9 @@ def focus(problem: InitProblem, *, temperature: float = 0.1) -> torch.Tensor:
     """
     if temperature <= 0:
         raise ValueError(f"focus temperature must be positive, got {temperature}")
-    helper = require_helper(problem, "focus", HELPERS)
-    overlap_targets, overlap_sources = overlap_pairs(problem)
-    anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
-    if not bool(anchor_known.any()):
-        raise ValueError("focus found no shared token with a helper vector; check that the helper uses the target tokenizer")
-    anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
-    queries, has_vector = helper_rows(helper, problem.new_target_ids)
+    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "focus", HELPERS)
     rows = chunked_similarity_mix(
-        queries, anchor_vectors[anchor_known], anchor_rows, lambda similarity: focus_sparse_weights(similarity, temperature),
+        queries, anchors, anchor_rows, lambda similarity: focus_sparse_weights(similarity, temperature),
         sparse=True,
     )
     if not bool(has_vector.all()):

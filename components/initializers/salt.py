@@ -8,9 +8,7 @@ import torch
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     gaussian_rows,
-    helper_rows,
-    overlap_pairs,
-    require_helper,
+    helper_anchors,
     top_sparsemax,
     unit_rows,
 )
@@ -77,14 +75,7 @@ def salt(
     """
     if temperature <= 0 or max_neighbours < 1 or min_neighbours < 1:
         raise ValueError("salt needs temperature > 0, max_neighbours >= 1 and min_neighbours >= 1")
-    helper = require_helper(problem, "salt", HELPERS)
-    overlap_targets, overlap_sources = overlap_pairs(problem)
-    anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
-    if not bool(anchor_known.any()):
-        raise ValueError("salt found no shared token with a helper vector; check that the helper uses the target tokenizer")
-    anchors = anchor_vectors[anchor_known]
-    anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
-    queries, has_vector = helper_rows(helper, problem.new_target_ids)
+    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "salt", HELPERS)
     rows = torch.empty(len(queries), problem.source_matrix.shape[1], dtype=torch.float32)
     enough = has_vector.clone()
     for start in range(0, len(queries), CHUNK):
