@@ -30,6 +30,15 @@ def main() -> None:
     experiment = st.sidebar.selectbox("Experiment", names, index=names.index(preferred) if preferred in names else
                                       _busiest(client, names))
     everything = data.load_runs(client, experiment)
+    if everything.of_kind("adapt").empty and everything.of_kind("evaluation").empty:
+        st.info(f"Experiment `{experiment}` has no adaptation or evaluation runs to compare.")
+    else:
+        _comparison(client, everything)
+    _language_matrix(client, everything)
+    _registry(client)
+
+
+def _comparison(client, everything: data.ExperimentRuns) -> None:
     adapt, evaluations = _pick_runs(everything)
     methods = everything.frame[everything.frame["parent_run_id"].isin(adapt["run_id"])]
     methods = methods[methods["kind"] == "method"]
@@ -42,7 +51,6 @@ def main() -> None:
     _throughput(evaluations)
     _parameters(evaluations)
     _similarity(client, evaluations)
-    _registry(client)
 
 
 def _busiest(client, names: list[str]) -> int:
@@ -102,7 +110,7 @@ def _curves(client, methods: pd.DataFrame) -> None:
     st.altair_chart(alt.Chart(shown).mark_line(point=True).encode(
         x="step:Q", y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)), color="run:N",
         tooltip=["run", "step", "value"],
-    ).interactive(), use_container_width=True)
+    ).interactive(), width="stretch")
 
 
 def _benchmarks(evaluations: pd.DataFrame) -> None:
@@ -158,6 +166,54 @@ def _similarity(client, evaluations: pd.DataFrame) -> None:
                                        color=alt.condition("datum.similarity > 80", alt.value("black"),
                                                            alt.value("white")))
         st.altair_chart(heat + text)
+
+
+def _language_matrix(client, everything: data.ExperimentRuns) -> None:
+    matrices = everything.of_kind("matrix")
+    if matrices.empty:
+        elsewhere = data.experiments_with_matrix(client)
+        if elsewhere:
+            st.caption("A language matrix (`vocadapt languages`) is in experiment "
+                       + ", ".join(f"`{name}`" for name in elsewhere) + ": pick it in the sidebar.")
+        return
+    st.header("Language matrix: source vs target vs expanded tokenizer per language")
+    chosen = st.sidebar.multiselect("Language matrix runs", list(matrices["label"]), list(matrices["label"]))
+    table = data.language_matrix_table(everything.of_kind("language"), matrices[matrices["label"].isin(chosen)])
+    if table.empty:
+        st.info("No language rows in the selected matrix runs.")
+        return
+    order = list(table.sort_values("parity.source", ascending=False)["row"])  # hardest language for SmolLM2 first
+    long = data.language_matrix_long(table)
+    measures = [m for m in data.MATRIX_FERTILITY if m in set(long["fertility"]["measure"])]
+    measure = st.selectbox("Matrix measure", measures)
+    shown = long["fertility"][long["fertility"]["measure"] == measure]
+    st.altair_chart(alt.Chart(shown).mark_bar().encode(
+        x=alt.X("row:N", title="language", sort=order), y=alt.Y("value:Q", title=measure),
+        color=alt.Color("tokenizer:N", sort=list(data.MATRIX_TOKENIZERS)), xOffset=alt.XOffset(
+            "tokenizer:N", sort=list(data.MATRIX_TOKENIZERS)), tooltip=["row", "script", "tokenizer", "value"],
+    ).properties(title=f"{measure}: SmolLM2's tokenizer (source), a replaced target one, SmolLM2's expanded"),
+        width="stretch")
+    left, right = st.columns(2)
+    left.altair_chart(alt.Chart(long["speed_up"]).mark_bar().encode(
+        x=alt.X("row:N", title="language", sort=order), y=alt.Y("speed_up:Q", title="speed-up over the source (x)"),
+        color=alt.Color("measure:N", legend=alt.Legend(orient="bottom")), xOffset="measure:N",
+        tooltip=["row", "measure", "speed_up"],
+    ).properties(title="Generation speed-up of the fvt model") + alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(
+        strokeDash=[4, 4]).encode(y="y:Q"), width="stretch")
+    right.altair_chart(alt.Chart(long["bpb"]).mark_bar().encode(
+        x=alt.X("row:N", title="language", sort=order), y=alt.Y("bpb:Q", title="bits per byte (zero-shot)"),
+        color=alt.Color("model:N", sort=list(data.MATRIX_BPB), legend=alt.Legend(orient="bottom")),
+        xOffset=alt.XOffset("model:N", sort=list(data.MATRIX_BPB)), tooltip=["row", "model", "bpb"],
+    ).properties(title="Held-out bits per byte: source model, fvt and random rows"), width="stretch")
+    columns = ["row", "script", "train_lines", "dropped_language_id",
+               *(f"{m}.{t}" for m in ("tokens_per_character", "tokens_per_word", "parity")
+                 for t in data.MATRIX_TOKENIZERS if not (m == "tokens_per_word" and t == "expanded")),
+               *(f"bpb.{m}" for m in data.MATRIX_BPB), "source_over_target_tokens",
+               "speed_up.characters_per_second", "speed_up.equal_content", "matrix"]
+    st.dataframe(table.set_index("row").loc[order, columns[1:]], width="stretch")
+    st.caption("Parity: tokens for held-out paragraphs / SmolLM2's tokens for their English side. tokens_per_word "
+               "is empty where words are not delimited. source_over_target_tokens: how many times fewer tokens the "
+               "target tokenizer needs for the same paragraphs.")
 
 
 def _registry(client) -> None:

@@ -2,7 +2,8 @@
 
 Runs are recognised by what they logged, never by their names: an *adapt* run has ``fertility.*`` metrics or the
 ``vocadapt.best_method`` tag; a *method* run has the ``method`` param and a parent; an *evaluation* run has the
-``vocadapt.suite`` tag.
+``vocadapt.suite`` tag; a *matrix* run has the ``vocadapt.matrix`` tag (``vocadapt languages``) and its children
+are *language* runs, one row of the language matrix each.
 """
 
 from __future__ import annotations
@@ -62,12 +63,18 @@ def load_runs(client, experiment_name: str) -> ExperimentRuns:
             "metrics": dict(metrics), "tags": dict(tags),
         })
     columns = ["run_id", "name", "kind", "method", "parent_run_id", "status", "start_time", "label", "metrics", "tags"]
-    return ExperimentRuns(client, pd.DataFrame(rows, columns=columns))
+    frame = pd.DataFrame(rows, columns=columns)
+    # a matrix's children log fertility.* too: what makes them language rows is their parent, not their metrics
+    matrices = set(frame.loc[frame["kind"] == "matrix", "run_id"])
+    frame.loc[frame["parent_run_id"].isin(matrices), "kind"] = "language"
+    return ExperimentRuns(client, frame)
 
 
 def _kind(tags: dict, params: dict, metrics: dict) -> str:
     if "vocadapt.suite" in tags:
         return "evaluation"
+    if "vocadapt.matrix" in tags and "mlflow.parentRunId" not in tags:
+        return "matrix"
     if "method" in params and "mlflow.parentRunId" in tags:
         return "method"
     if "vocadapt.best_method" in tags or any(key.startswith("fertility.") for key in metrics):
@@ -195,3 +202,66 @@ def registered_models(client) -> pd.DataFrame:
                          "run_id": version.run_id, **lineage})
     frame = pd.DataFrame(rows)
     return frame.sort_values(["model", "version"], ascending=[True, False]) if not frame.empty else frame
+
+
+MATRIX_TOKENIZERS = ("source", "target", "expanded")
+MATRIX_FERTILITY = ("tokens_per_character", "tokens_per_word", "parity", "tokens_per_byte", "tokens_per_paragraph")
+MATRIX_BPB = ("source", "fvt", "random")
+MATRIX_SPEED_UP = {"generation.speed_up.characters_per_second": "measured (characters/s)",
+                   "generation.speed_up.equal_content": "equal content (tokens/s x src/tgt tokens)"}
+
+
+def language_matrix_table(languages: pd.DataFrame, matrices: pd.DataFrame) -> pd.DataFrame:
+    """One row per language run of the chosen matrix runs, as ``vocadapt languages`` logged it (metrics and tags).
+
+    ``row`` names the row in plots: the language, with its matrix run's name when two matrices measured it.
+    A measure a row did not log (tokens per word where words are not delimited) is NaN.
+    """
+    parents = dict(zip(matrices["run_id"], matrices["label"]))
+    rows = []
+    for run in languages[languages["parent_run_id"].isin(list(parents))].itertuples():
+        metrics, tags = run.metrics, run.tags
+        row = {"language": tags.get("vocadapt.target_language") or run.name.rsplit("/", 1)[-1],
+               "script": tags.get("vocadapt.script", ""), "segmentation": tags.get("vocadapt.segmentation", ""),
+               "matrix": parents[run.parent_run_id],
+               "train_lines": metrics.get("corpus.train_lines"),
+               "dropped_language_id": metrics.get("corpus.dropped_language_id")}
+        for measure in MATRIX_FERTILITY:
+            for tokenizer in MATRIX_TOKENIZERS:
+                row[f"{measure}.{tokenizer}"] = metrics.get(f"fertility.{tokenizer}.{measure}")
+        row |= {f"bpb.{model}": metrics.get(f"bpb.{model}") for model in MATRIX_BPB}
+        row["source_over_target_tokens"] = metrics.get("generation.source_over_target_tokens")
+        row |= {key.removeprefix("generation."): metrics.get(key) for key in MATRIX_SPEED_UP}
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    repeated = table["language"].duplicated(keep=False)
+    table.insert(0, "row", table["language"].where(~repeated, table["language"] + " (" + table["matrix"] + ")"))
+    return table.astype({c: float for c in table.columns if c not in
+                         ("row", "language", "script", "segmentation", "matrix")})
+
+
+def language_matrix_long(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The matrix reshaped for plots: ``fertility`` (row, tokenizer, measure, value), ``bpb`` (row, model, bpb),
+    ``speed_up`` (row, measure, speed_up); rows without a value are left out."""
+    fertility = [{"row": r["row"], "script": r["script"], "tokenizer": tokenizer, "measure": measure,
+                  "value": r[f"{measure}.{tokenizer}"]}
+                 for _, r in table.iterrows() for measure in MATRIX_FERTILITY for tokenizer in MATRIX_TOKENIZERS]
+    bpb = [{"row": r["row"], "model": model, "bpb": r[f"bpb.{model}"]} for _, r in table.iterrows()
+           for model in MATRIX_BPB]
+    speed = [{"row": r["row"], "measure": label, "speed_up": r[key.removeprefix("generation.")]}
+             for _, r in table.iterrows() for key, label in MATRIX_SPEED_UP.items()]
+    return {name: pd.DataFrame(rows).dropna() for name, rows in
+            (("fertility", fertility), ("bpb", bpb), ("speed_up", speed))}
+
+
+def experiments_with_matrix(client) -> list[str]:
+    """Names of the experiments holding a language matrix run (``vocadapt languages``)."""
+    experiments = client.search_experiments()
+    if not experiments:
+        return []
+    found = client.search_runs([e.experiment_id for e in experiments], "tags.`vocadapt.matrix` LIKE '%'",
+                               max_results=1000)
+    ids = {run.info.experiment_id for run in found}
+    return sorted(e.name for e in experiments if e.experiment_id in ids)

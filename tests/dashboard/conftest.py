@@ -5,6 +5,9 @@ import pytest
 
 @pytest.fixture(scope="session")
 def filled_store(tmp_path_factory) -> str:
-    from tests.dashboard.fake_store import fill_store
+    from tests.dashboard.fake_store import fill_language_matrix, fill_store
 
-    return fill_store(tmp_path_factory.mktemp("dashboard-store"))
+    folder = tmp_path_factory.mktemp("dashboard-store")
+    uri = fill_store(folder)
+    fill_language_matrix(folder)  # a second experiment, as `vocadapt languages` writes by default
+    return uri

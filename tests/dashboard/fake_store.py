@@ -71,3 +71,44 @@ def _tiny_folder(folder: Path) -> Path:
     model.mkdir(exist_ok=True)
     (model / "config.json").write_text(json.dumps({"model_type": "llama"}))
     return model
+
+
+MATRIX_EXPERIMENT = "kestrel-languages"
+# (language, script, words delimited, SmolLM2-like parity, target parity): made-up numbers, real logging
+MATRIX_ROWS = (("qa", "Latin", True, 1.6, 0.9), ("qb", "Khmer", False, 9.4, 1.6), ("qc", "Greek", True, 4.1, 1.0))
+
+
+def fill_language_matrix(folder: Path, experiment: str = MATRIX_EXPERIMENT) -> str:
+    """A language matrix logged the way ``vocadapt languages`` logs it (parent run, one child per language)."""
+    from vocadapt.pipelines.languages import _track_language
+    from vocadapt.platform.tracking import Tracker
+
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    tracker = Tracker(uri, experiment, artifact_root=folder / "artifacts")
+    with tracker.run("languages", tags={"vocadapt.matrix": "languages"}) as parent:
+        for language, script, delimited, parity_source, parity_target in MATRIX_ROWS:
+            _track_language(tracker, parent.info.run_id, _matrix_row(language, script, delimited, parity_source,
+                                                                       parity_target))
+    return uri
+
+
+def _matrix_row(language, script, delimited, parity_source, parity_target) -> dict:
+    def report(parity: float) -> dict:
+        tokens = int(1000 * parity)
+        return {"documents": 100, "tokens": tokens, "tokens_per_character": parity / 4, "parity": parity,
+                "tokens_per_word": parity * 1.3 if delimited else None, "tokens_per_byte": parity / 5}
+
+    fertility = {"source": report(parity_source), "target": report(parity_target),
+                 "expanded": report((parity_source + parity_target) / 2)}
+    ratio = parity_source / parity_target
+    return {
+        "language": language, "script": script, "words_delimited": delimited,
+        "segmentation": "whitespace-separated words" if delimited else "not delimited",
+        "tokenizer": {"kind": "sentencepiece-bpe", "vocab_size": 4096},
+        "corpus": {"lines": {"train": 5000, "validation": 300, "test": 300}, "dropped_language_id": 120},
+        "fertility": fertility,
+        "bits_per_byte": {"source": 2.5, "fvt": 2.5 / ratio ** 0.3, "random": 4.0},
+        "generation": {"source.characters_per_second": 10.0, "fvt.characters_per_second": 10.0 * ratio ** 0.5,
+                       "speed_up.characters_per_second": ratio ** 0.5, "speed_up.equal_content": ratio * 0.8,
+                       "source_over_target_tokens": ratio},
+    }

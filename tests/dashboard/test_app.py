@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard.fake_store import ADAPT_RUN, EVALUATION_RUN, METHODS, REGISTERED
+from tests.dashboard.fake_store import ADAPT_RUN, EVALUATION_RUN, MATRIX_EXPERIMENT, MATRIX_ROWS, METHODS, REGISTERED
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -51,6 +51,7 @@ def test_app_renders_every_section(filled_store, monkeypatch):
     assert ADAPT_RUN in text and all(m in text for m in METHODS) and EVALUATION_RUN in text
     assert "Best per column" in text and "1.50x" in text and "candidate" in text
     assert not [i.value for i in app.info if "No " in i.value], [i.value for i in app.info]
+    assert any(MATRIX_EXPERIMENT in c.value for c in app.caption), "the matrix in another experiment is not named"
     # deselecting every evaluation run leaves the benchmark section with its hint, not an error
     app.sidebar.multiselect[1].set_value([]).run()
     assert not app.exception
@@ -75,3 +76,53 @@ def test_dashboard_app_is_found_through_the_namespace():
     assert app_path().name == "app.py" and app_path().parent.name == "dashboards"
     line = dashboard_command_line(8600)
     assert line[1:4] == ["-m", "streamlit", "run"] and "127.0.0.1" in line and "8600" in line
+
+
+def test_language_matrix_rows_are_its_child_runs(filled_store):
+    from vocadapt.dashboards import runs as data
+
+    client = data.client_for(filled_store)
+    everything = data.load_runs(client, MATRIX_EXPERIMENT)
+    assert list(everything.of_kind("matrix")["name"]) == ["languages"]
+    # the children log fertility.* metrics too, yet they are matrix rows, not adaptation runs
+    assert everything.of_kind("adapt").empty and len(everything.of_kind("language")) == len(MATRIX_ROWS)
+    table = data.language_matrix_table(everything.of_kind("language"), everything.of_kind("matrix"))
+    assert sorted(table["row"]) == sorted(row[0] for row in MATRIX_ROWS)
+    by_language = table.set_index("language")
+    for language, script, delimited, parity_source, parity_target in MATRIX_ROWS:
+        assert by_language.loc[language, "script"] == script
+        assert by_language.loc[language, "parity.source"] == pytest.approx(parity_source)
+        assert by_language.loc[language, "parity.target"] == pytest.approx(parity_target)
+        assert by_language.loc[language, "source_over_target_tokens"] == pytest.approx(parity_source / parity_target)
+        assert pd_isna(by_language.loc[language, "tokens_per_word.source"]) == (not delimited)
+    long = data.language_matrix_long(table)
+    assert set(long["fertility"]["tokenizer"]) == {"source", "target", "expanded"}
+    assert len(long["speed_up"]) == 2 * len(MATRIX_ROWS) and len(long["bpb"]) == 3 * len(MATRIX_ROWS)
+    assert data.experiments_with_matrix(client) == [MATRIX_EXPERIMENT]
+
+
+def test_app_shows_the_language_matrix(filled_store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from vocadapt.platform.commands.dashboard import app_path
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", filled_store)
+    monkeypatch.setenv("VOCADAPT_DASHBOARD_EXPERIMENT", MATRIX_EXPERIMENT)
+    app = AppTest.from_file(str(app_path()), default_timeout=120).run()
+    assert not app.exception, app.exception
+    assert any("Language matrix" in h.value for h in app.header)
+    assert any("no adaptation or evaluation runs" in i.value for i in app.info)
+    table = app.dataframe[0].value
+    assert sorted(table.index) == sorted(row[0] for row in MATRIX_ROWS)
+    assert table.index[0] == max(MATRIX_ROWS, key=lambda row: row[3])[0], "hardest language for the source first"
+    assert len(app.get("vega_lite_chart")) == 3  # fertility, speed-up, bits per byte
+    measure = next(box for box in app.selectbox if box.label == "Matrix measure")
+    assert "parity" in measure.options and measure.value == "tokens_per_character"
+    measure.set_value("parity").run()
+    assert not app.exception, app.exception
+
+
+def pd_isna(value) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
