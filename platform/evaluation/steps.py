@@ -37,15 +37,19 @@ def harness_step(suite: SuiteConfig, model, tokenizer, tasks) -> dict[str, float
     """lm-eval scores as ``benchmark.<task>.<metric>``."""
     from vocadapt.platform.evaluation.harness import flatten_results, run_harness
 
-    names = tasks.tasks if tasks is not None else suite.tasks
-    if not names:
-        return {}
-    results = run_harness(
-        model, tokenizer, names, include_path=tasks.path if tasks is not None else _cluster_include(),
-        include_defaults=tasks is None, batch_size=suite.harness.batch_size, max_length=suite.harness.max_length,
-        limit=suite.harness.limit, num_fewshot=None if tasks is not None else suite.num_fewshot, seed=suite.seed,
-    )
-    return {f"benchmark.{key}": value for key, value in flatten_results(results).items()}
+    # offline tasks carry their shots in the prompt; cluster tasks run once per number of shots
+    groups = {None: tasks.tasks} if tasks is not None else suite.fewshot_groups()
+    scores = {}
+    for shots, names in groups.items():
+        if not names:
+            continue
+        results = run_harness(
+            model, tokenizer, names, include_path=tasks.path if tasks is not None else _cluster_include(),
+            include_defaults=tasks is None, batch_size=suite.harness.batch_size,
+            max_length=suite.harness.max_length, limit=suite.harness.limit, num_fewshot=shots, seed=suite.seed,
+        )
+        scores |= {f"benchmark.{key}": value for key, value in flatten_results(results).items()}
+    return scores
 
 
 def _cluster_include() -> Path | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from vocadapt.platform.commands._errors import UserError
 
@@ -75,12 +75,33 @@ class SuiteConfig(_Section):
     seed: int = Field(0, description="Seed for item sampling: same seed and corpora, same tasks.")
     tasks: list[str] = Field(default_factory=list, description="lm-eval task names (cluster suites).")
     num_fewshot: int = Field(0, ge=0, description="Shots for the lm-eval tasks of a cluster suite.")
+    task_fewshot: dict[str, int] = Field(
+        default_factory=dict,
+        description="Shots for named tasks of a cluster suite where they differ from num_fewshot (SAVA: 2-shot "
+                    "SQuAD-it); every name must be one of the suite's tasks.",
+    )
     cloze: ClozeSection = Field(default_factory=ClozeSection)
     translation: TranslationSection = Field(default_factory=TranslationSection)
     harness: HarnessSection = Field(default_factory=HarnessSection)
     generation: GenerationSection = Field(default_factory=GenerationSection)
     bits_per_byte: BitsPerByteSection = Field(default_factory=BitsPerByteSection)
     similarity: SimilaritySection = Field(default_factory=SimilaritySection)
+
+    @model_validator(mode="after")
+    def _shots_name_tasks(self) -> SuiteConfig:
+        unknown = sorted(set(self.task_fewshot) - set(self.tasks))
+        if unknown:
+            raise ValueError(f"task_fewshot names tasks the suite does not run: {unknown}; add them to tasks")
+        if any(shots < 0 for shots in self.task_fewshot.values()):
+            raise ValueError("task_fewshot: shots must be 0 or more")
+        return self
+
+    def fewshot_groups(self) -> dict[int, list[str]]:
+        """Cluster tasks grouped by their number of shots (lm-eval takes one num_fewshot per evaluation)."""
+        groups: dict[int, list[str]] = {}
+        for task in self.tasks:
+            groups.setdefault(self.task_fewshot.get(task, self.num_fewshot), []).append(task)
+        return groups
 
 
 def available_suites() -> list[str]:
