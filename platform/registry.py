@@ -15,15 +15,15 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from vocadapt.platform.commands._errors import UserError
-from vocadapt.platform.config_sections import Section
+from vocadapt.platform.gates import (  # noqa: F401  (re-exported: the registry's public names)
+    DEFAULT_BENCHMARK_MARGINS, GateResult, Margin, PromotionDecision, PromotionGates, evaluate_gates, gate_table,
+)
 
 MANIFEST = "vocadapt-manifest.json"
 MODEL_CARD = "model_card.md"
@@ -227,114 +227,6 @@ def model_card(name: str, version: int, tags: Mapping[str, Any], metrics: Mappin
 # ------------------------------------------------------------------------------------------------- promotion
 
 
-class PromotionGates(Section):
-    """What a model version must show before an alias (``champion``) moves to it. Margins are relative."""
-
-    target_bpb_margin: float = Field(
-        0.0, ge=0, description="Target-language bits per byte may exceed the source model's by this fraction "
-        "(0: no worse than the source)."
-    )
-    source_bpb_margin: float = Field(
-        0.25, ge=0, description="Source-language (English) bits per byte may exceed the source model's by this "
-        "fraction (the forgetting check)."
-    )
-    min_fertility_reduction: float = Field(
-        0.10, ge=0, lt=1, description="Target-language tokens per word must be at least this fraction lower "
-        "with the target tokenizer than with the source tokenizer."
-    )
-    benchmark_margin: float = Field(
-        0.02, ge=0, description="Each benchmark score (metric benchmark.<task>.<measure>, higher is better) may "
-        "be at most this much (absolute) below the source model's (source_model.benchmark.<task>.<measure>)."
-    )
-    require_benchmarks: bool = Field(
-        False, description="Refuse when no benchmark scores were logged (otherwise that gate is skipped)."
-    )
-
-
-@dataclass
-class GateResult:
-    gate: str
-    measured: float | None
-    threshold: float | None
-    passed: bool
-    detail: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"gate": self.gate, "measured": self.measured, "threshold": self.threshold, "passed": self.passed,
-                "detail": self.detail}
-
-
-@dataclass
-class PromotionDecision:
-    name: str
-    version: int
-    alias: str
-    gates: list[GateResult]
-    previous: int | None = None
-    tags: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def accepted(self) -> bool:
-        return all(gate.passed for gate in self.gates)
-
-
-def _first(metrics: Mapping[str, float], *keys: str) -> tuple[str, float | None]:
-    for key in keys:
-        if key in metrics:
-            return key, metrics[key]
-    return keys[0], None
-
-
-def _bound_gate(gate: str, measured_key: str, measured: float | None, reference_key: str,
-                reference: float | None, threshold: float | None, comparison: str) -> GateResult:
-    if measured is None or reference is None or threshold is None:
-        missing = [k for k, v in ((measured_key, measured), (reference_key, reference)) if v is None]
-        return GateResult(gate, measured, threshold, False, f"not measured: metric {missing} missing")
-    passed = measured <= threshold
-    return GateResult(gate, measured, threshold, passed, f"{measured_key} {comparison} ({reference_key}="
-                      f"{reference:.4f})")
-
-
-def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language: str) -> list[GateResult]:
-    """Check ``gates`` against a version's metrics (its run's, plus its parent run's). Missing metrics fail."""
-    results = []
-    for stream, margin, name in (("target", gates.target_bpb_margin, "target bits per byte"),
-                                 ("source", gates.source_bpb_margin, "source-language bits per byte")):
-        key, value = _first(metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
-        ref_key = f"source_model.bpb_{stream}"
-        reference = metrics.get(ref_key)
-        threshold = None if reference is None else reference * (1 + margin)
-        results.append(_bound_gate(name, key, value, ref_key, reference, threshold,
-                                   f"<= source x {1 + margin:g}"))
-    ours_key = f"fertility.target_tokenizer.{language}.tokens_per_word"
-    theirs_key = f"fertility.source_tokenizer.{language}.tokens_per_word"
-    theirs = metrics.get(theirs_key)
-    threshold = None if theirs is None else theirs * (1 - gates.min_fertility_reduction)
-    results.append(_bound_gate("target fertility", ours_key, metrics.get(ours_key), theirs_key, theirs, threshold,
-                               f"<= source tokenizer x {1 - gates.min_fertility_reduction:g}"))
-    results.extend(_benchmark_gates(metrics, gates))
-    return results
-
-
-def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates) -> list[GateResult]:
-    scores = {key: value for key, value in metrics.items()
-              if key.startswith("benchmark.") and not key.endswith("_stderr")}
-    if not scores:
-        return [GateResult("benchmarks", None, None, not gates.require_benchmarks,
-                           "no benchmark.* metrics logged" + (" (required)" if gates.require_benchmarks
-                                                              else ": skipped"))]
-    results = []
-    for key, score in sorted(scores.items()):
-        reference = metrics.get(f"source_model.{key}")
-        if reference is None:
-            results.append(GateResult(key, score, None, False, f"not measured: source_model.{key} missing"))
-            continue
-        floor = reference - gates.benchmark_margin
-        results.append(GateResult(key, score, floor, score >= floor, f">= source {reference:.4f} - "
-                                  f"{gates.benchmark_margin:g}"))
-    return results
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -422,23 +314,3 @@ def rollback(client, name: str, *, alias: str = "champion") -> tuple[int, int]:
                                  json.dumps({"at": _now(), "by": _who(), "to": previous}))
     client.set_model_version_tag(name, str(previous), f"vocadapt.promotion.{alias}.restored_at", _now())
     return current, previous
-
-
-def gate_table(decision: PromotionDecision):
-    """A rich table of the gates, for the console."""
-    from rich.table import Table
-
-    verdict = "[green]accepted[/]" if decision.accepted else "[red]refused[/]"
-    table = Table(title=f"{decision.name} version {decision.version} -> @{decision.alias}: {verdict}")
-    for column, justify in (("gate", "left"), ("measured", "right"), ("threshold", "right"), ("result", "left"),
-                            ("how", "left")):
-        table.add_column(column, justify=justify)
-    for gate in decision.gates:
-        table.add_row(
-            gate.gate,
-            "-" if gate.measured is None else f"{gate.measured:.4f}",
-            "-" if gate.threshold is None else f"{gate.threshold:.4f}",
-            "[green]pass[/]" if gate.passed else "[red]FAIL[/]",
-            gate.detail,
-        )
-    return table

@@ -33,8 +33,9 @@ def load_gates(path: Path | None):
     try:
         return PromotionGates.model_validate(section)
     except ValidationError as error:
-        fields = ", ".join(".".join(map(str, e["loc"])) + f": {e['msg']}" for e in error.errors())
-        raise UserError(f"gates in {path} are invalid ({fields}); see PromotionGates in platform/registry.py") \
+        fields = "; ".join(".".join(("promotion", *map(str, e["loc"]))) + f": {e['msg'].removeprefix('Value error, ')}"
+                           for e in error.errors())
+        raise UserError(f"gates in {path} are invalid ({fields}); see PromotionGates in platform/gates.py") \
             from error
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from vocadapt.platform.registry import PromotionGates, evaluate_gates
 
@@ -63,10 +64,96 @@ def test_benchmarks_can_be_required():
 
 @settings(max_examples=40, deadline=None)
 @given(target=st.floats(0.5, 4.0), source=st.floats(0.5, 2.0), fertility=st.floats(0.5, 3.0),
-       margin=st.floats(0.0, 0.5), reduction=st.floats(0.0, 0.9))
-def test_each_gate_passes_exactly_when_its_inequality_holds(target, source, fertility, margin, reduction):
-    gates = PromotionGates(target_bpb_margin=margin, source_bpb_margin=margin, min_fertility_reduction=reduction)
+       margin=st.floats(0.0, 0.5), reduction=st.floats(0.0, 0.9), absolute=st.booleans())
+def test_each_gate_passes_exactly_when_its_inequality_holds(target, source, fertility, margin, reduction, absolute):
+    kind = "absolute" if absolute else "relative"
+    gates = PromotionGates(target_bpb={kind: margin}, source_bpb={kind: margin},
+                           target_fertility_reduction={kind: reduction})
     verdict = _verdict(_metrics(target, source, fertility), gates)
-    assert verdict["target bits per byte"] == (target <= 2.0 * (1 + margin))
-    assert verdict["source-language bits per byte"] == (source <= 1.0 * (1 + margin))
-    assert verdict["target fertility"] == (fertility <= 2.0 * (1 - reduction))
+    scale = (lambda reference: 1.0) if absolute else (lambda reference: reference)
+    assert verdict["target bits per byte"] == (target <= 2.0 + margin * scale(2.0))
+    assert verdict["source-language bits per byte"] == (source <= 1.0 + margin * scale(1.0))
+    assert verdict["target fertility"] == (fertility <= 2.0 - reduction * scale(2.0))
+
+
+# ------------------------------------------------------------------------------------- per-gate margins
+
+
+def test_absolute_and_relative_margins_make_different_thresholds():
+    """Source bits per byte 1.0 and target 2.0: 0.3 absolute allows 2.3 on both; 0.3 relative allows 2.6 on target."""
+    gates = PromotionGates(target_bpb={"relative": 0.3}, source_bpb={"absolute": 0.3})
+    thresholds = {g.gate: g.threshold for g in evaluate_gates(_metrics(), gates, "it")}
+    assert thresholds["target bits per byte"] == pytest.approx(2.6)
+    assert thresholds["source-language bits per byte"] == pytest.approx(1.3)
+
+
+def test_benchmark_margins_follow_each_measures_scale():
+    """A 0.5-point chrF drop (0-100 scale) passes a 1-point margin; a 3-point accuracy drop (0-1) fails 0.02; one
+    shared margin could not get both right."""
+    metrics = _metrics(**{"benchmark.flores_en_it.chrf": 41.5, "source_model.benchmark.flores_en_it.chrf": 42.0,
+                          "benchmark.cloze_it.acc_bytes": 0.47, "source_model.benchmark.cloze_it.acc_bytes": 0.50})
+    gates = PromotionGates(benchmarks={"chrf": {"absolute": 1.0}, "acc_bytes": {"absolute": 0.02}})
+    results = {g.gate: g for g in evaluate_gates(metrics, gates, "it")}
+    chrf, accuracy = results["benchmark.flores_en_it.chrf"], results["benchmark.cloze_it.acc_bytes"]
+    assert chrf.passed and chrf.threshold == pytest.approx(41.0) and chrf.margin == "1 absolute"
+    assert not accuracy.passed and accuracy.threshold == pytest.approx(0.48)
+
+
+def test_a_tasks_own_margin_wins_over_its_measures():
+    metrics = _metrics(**{"benchmark.flores_en_it.chrf": 39.0, "source_model.benchmark.flores_en_it.chrf": 42.0,
+                          "benchmark.flores_it_en.chrf": 39.0, "source_model.benchmark.flores_it_en.chrf": 42.0})
+    gates = PromotionGates(benchmarks={"chrf": {"absolute": 1.0}, "flores_en_it.chrf": {"relative": 0.10}})
+    verdict = _verdict(metrics, gates)
+    assert verdict["benchmark.flores_en_it.chrf"] and not verdict["benchmark.flores_it_en.chrf"]
+
+
+def test_a_benchmark_without_a_declared_margin_fails_and_says_how_to_declare_one():
+    metrics = _metrics(**{"benchmark.belebele.acc": 0.9, "source_model.benchmark.belebele.acc": 0.5})
+    gate = next(g for g in evaluate_gates(metrics, PromotionGates(benchmarks={"chrf": {"absolute": 1}}), "it")
+                if g.gate == "benchmark.belebele.acc")
+    assert not gate.passed and "promotion.benchmarks.acc" in gate.detail
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"target_bpb": 0.1}, "does not say whether the margin is absolute or relative"),
+    ({"target_bpb": {"absolute": 0.1, "relative": 0.1}}, "exactly one of absolute"),
+    ({"source_bpb": {}}, "exactly one of absolute"),
+    ({"benchmarks": {"chrf": 1.0}}, "{absolute: 1.0}"),
+    ({"target_bpb": {"relative": -0.1}}, "greater than or equal to 0"),
+    ({"target_fertility_reduction": {"relative": 1.0}}, "fraction below 1"),
+    ({"benchmark_margin": 0.02}, "benchmarks: {acc_bytes: {absolute: X}"),
+    ({"source_bpb_margin": 0.25}, "source_bpb: {relative: X}"),
+])
+def test_a_margin_must_state_its_kind(section, message):
+    with pytest.raises(ValidationError) as error:
+        PromotionGates.model_validate(section)
+    assert message in str(error.value)
+
+
+def test_bad_gates_in_a_file_stop_promote_before_the_registry_is_touched(tmp_path):
+    from typer.testing import CliRunner
+
+    from vocadapt.platform.cli import app
+
+    path = tmp_path / "gates.yaml"
+    path.write_text("promotion:\n  benchmarks: {chrf: 1.0}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["promote", "some-model", "--version", "1", "--gates", str(path),
+                                      "--tracking-uri", f"sqlite:///{tmp_path / 'never.db'}"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "benchmarks.chrf" in text and "{absolute: 1.0}" in text and not (tmp_path / "never.db").exists()
+
+
+def test_the_gate_table_shows_each_gates_margin_and_kind():
+    from rich.console import Console
+
+    from vocadapt.platform.registry import PromotionDecision, gate_table
+
+    metrics = _metrics(**{"benchmark.flores_en_it.chrf": 41.5, "source_model.benchmark.flores_en_it.chrf": 42.0})
+    gates = PromotionGates(source_bpb={"absolute": 0.5}, benchmarks={"chrf": {"absolute": 1.0}})
+    console = Console(record=True, width=200)
+    console.print(gate_table(PromotionDecision("m", 1, "champion", evaluate_gates(metrics, gates, "it"))))
+    text = console.export_text()
+    for shown in ("margin", "0% rel", "0.5 abs", "10% rel", "1 abs", "41.0000", "accepted",
+                  "target fertility: fertility.target_tokenizer.it.tokens_per_word <="):
+        assert shown in text, text
