@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from vocadapt.platform.sweeps import (
 )
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
-FINISHED, FAILED, STOPPED = "FINISHED", "FAILED", "STOPPED"
+FINISHED, FAILED, STOPPED, INTERRUPTED = "FINISHED", "FAILED", "STOPPED", "INTERRUPTED"
 
 
 @dataclass
@@ -37,6 +38,12 @@ class SweepResult:
     best: dict[str, Any] | None
     registered: tuple[str, int] | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    unstarted: int = 0  # trials of the search space that Tune had not created when it stopped
+
+    @property
+    def interrupted(self) -> bool:
+        """Tune was stopped (Ctrl-C) before every trial ended: resume it with ``resume=True``."""
+        return self.unstarted > 0 or any(row["status"] == INTERRUPTED for row in self.rows)
 
 
 def run_sweep(
@@ -59,6 +66,7 @@ def run_sweep(
     # ---- run
     console.rule(f"[bold]sweep {sweep.name}")
     started_ray = _ensure_ray()
+    started = time.monotonic()
     try:
         grid = fit(sweep, spec, resume=resume, retry_failed=retry_failed)
     except BaseException:
@@ -71,22 +79,32 @@ def run_sweep(
             ray.shutdown()
 
     # ---- report
-    rows = leaderboard(grid)
+    budget = sweep.budget.time_budget_s
+    if budget and time.monotonic() - started >= budget:  # the time budget ended it: a complete sweep, as budgeted
+        rows, unstarted = leaderboard(grid), 0
+    else:
+        rows = leaderboard(grid, saved_trial_statuses(sweep))
+        unstarted = expected_trials(sweep) - len(rows)
     for row in rows:
         if row["status"] == STOPPED and row["mlflow_run_id"]:
             end_runs_below(tracker, row["mlflow_run_id"], statuses=("RUNNING", "FAILED"), include_root=True)
     end_runs_below(tracker, parent_id)
     best = next((row for row in rows if row["status"] == FINISHED), None)
-    counts = {status: sum(r["status"] == status for r in rows) for status in (FINISHED, FAILED, STOPPED)}
+    counts = {status: sum(r["status"] == status for r in rows)
+              for status in (FINISHED, FAILED, STOPPED, INTERRUPTED)}
     _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree)
-    registered = None
+    result = SweepResult(parent_id, tracker.tracking_uri, rows, best, None, counts, max(unstarted, 0))
+    if result.interrupted:  # a partial sweep registers nothing and deletes nothing; --resume continues it
+        tracker.client.set_terminated(parent_id, status="KILLED")
+        _print_leaderboard(rows, None, console)
+        return result
     if best and sweep.register_best and best.get("model_dir"):
-        registered = _register_best(sweep, base, tracker, parent_id, best)
+        result.registered = _register_best(sweep, base, tracker, parent_id, best)
     if sweep.keep_models == "best":
         _drop_other_models(rows, best)
     tracker.client.set_terminated(parent_id, status="FINISHED")
-    _print_leaderboard(rows, registered, console)
-    return SweepResult(parent_id, tracker.tracking_uri, rows, best, registered, counts)
+    _print_leaderboard(rows, result.registered, console)
+    return result
 
 
 def check_methods(sweep: SweepConfig) -> None:
@@ -140,15 +158,42 @@ def _ensure_ray() -> bool:
     return True
 
 
-def leaderboard(grid) -> list[dict[str, Any]]:
-    """One row per trial, best first: finished trials by target bits per byte, then stopped, then failed."""
+def saved_trial_statuses(sweep: SweepConfig) -> dict[str, str]:
+    """Each trial's status in the experiment state Tune saved when ``fit`` ended (what ``--resume`` restarts from).
+
+    In memory Tune marks every trial it stops at the end TERMINATED, so a trial cut short by Ctrl-C would look
+    like one ASHA stopped; the saved state still says RUNNING (or PENDING, PAUSED) for it.
+    """
+    from ray.tune import ExperimentAnalysis
+
+    analysis = ExperimentAnalysis(str(sweep.storage() / sweep.name))
+    return {str(trial.path): trial.status for trial in analysis.trials}
+
+
+def expected_trials(sweep: SweepConfig) -> int:
+    """Trials a complete sweep has: num_samples x the grids' product (samplers add no trials)."""
+    count = sweep.budget.num_samples
+    for dimension in sweep.search_space.values():
+        count *= len(dimension.grid) if dimension.kind == "grid" else 1
+    return count
+
+
+def leaderboard(grid, statuses: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per trial, best first: finished trials by target bits per byte, then stopped, interrupted, failed.
+
+    ``statuses``: Tune's saved status per trial folder (``saved_trial_statuses``); a trial that neither finished nor
+    failed is STOPPED (by ASHA) when Tune ended it, INTERRUPTED when the sweep stopped first.
+    """
     rows = []
+    statuses = statuses or {}
     for result in grid:
         metrics = result.metrics or {}
         if result.error is not None:
             status = FAILED
+        elif metrics.get("final"):
+            status = FINISHED
         else:
-            status = FINISHED if metrics.get("final") else STOPPED
+            status = STOPPED if statuses.get(str(result.path), "TERMINATED") == "TERMINATED" else INTERRUPTED
         rows.append({
             "trial_id": metrics.get("trial_id") or Path(str(result.path)).name,
             "status": status,
@@ -163,7 +208,7 @@ def leaderboard(grid) -> list[dict[str, Any]]:
             "lineage": json.loads(metrics.get("lineage") or "{}"),
             "error": str(result.error).strip().splitlines()[-1][:300] if result.error is not None else None,
         })
-    order = {FINISHED: 0, STOPPED: 1, FAILED: 2}
+    order = {FINISHED: 0, STOPPED: 1, INTERRUPTED: 2, FAILED: 3}
     return sorted(rows, key=lambda r: (order[r["status"]], r[METRIC] if r[METRIC] is not None else float("inf")))
 
 
@@ -185,6 +230,9 @@ def _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree) -> None:
                                  "vocadapt.sweep.best_run_id": best["mlflow_run_id"] or ""})
 
 
+_NOTES = {STOPPED: "stopped early by ASHA", INTERRUPTED: "interrupted: continue with --resume"}
+
+
 def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
     keys = sorted({key for row in rows for key in row["params"]})
     lines = ["| rank | trial | status | " + " | ".join(keys) + f" | {METRIC} | bpb_source | note |",
@@ -193,7 +241,7 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
         values = [json.dumps(row["params"].get(k)) for k in keys]
         score = "-" if row[METRIC] is None else f"{row[METRIC]:.4f}"
         source = "-" if row["bpb_source"] is None else f"{row['bpb_source']:.4f}"
-        note = row["error"] or ("stopped early by ASHA" if row["status"] == STOPPED else "")
+        note = row["error"] or _NOTES.get(row["status"], "")
         lines.append(f"| {rank} | {row['trial_id']} | {row['status']} | " + " | ".join(values)
                      + f" | {score} | {source} | {note} |")
     return "\n".join(lines) + "\n"
@@ -228,7 +276,7 @@ def _print_leaderboard(rows, registered, console: Console) -> None:
         table.add_column(column, justify="right" if column in ("rank", METRIC) else "left")
     for rank, row in enumerate(rows, 1):
         score = "-" if row[METRIC] is None else f"{row[METRIC]:.4f}"
-        note = row["error"] or ("stopped early (ASHA)" if row["status"] == STOPPED else "")
+        note = row["error"] or _NOTES.get(row["status"], "")
         table.add_row(str(rank), row["trial_id"], row["status"], *(str(row["params"].get(k)) for k in keys), score,
                       note)
     console.print(table)
@@ -242,18 +290,19 @@ def _print_leaderboard(rows, registered, console: Console) -> None:
 
 
 def adapt_objective(config: ExperimentConfig, trial: TrialContext) -> TrialOutcome:
-    """One trial = the adapt pipeline on the trial's config. Its runs are nested under the trial's run."""
+    """One trial = the adapt pipeline on the trial's config, its runs nested under the trial's run from the start.
+
+    The zero-shot bits per byte are reported before LAPT (``on_metrics``), so ASHA can stop a bad initialisation
+    before it trains; the final report (after LAPT) is the returned outcome.
+    """
     from vocadapt.pipelines.adapt import run_adapt
 
-    try:
-        result = run_adapt(config, Console(quiet=True))
-    except BaseException:
-        _reparent_by_name(trial, config.name)
-        raise
-    trial.tracker.client.set_tag(result.parent_run_id, "mlflow.parentRunId", trial.trial_run_id)
+    def report_zero_shot(method: str, zero_shot: dict[str, float]) -> None:
+        trial.report({METRIC: zero_shot["target"], "bpb_source": zero_shot["source"]})
+
+    result = run_adapt(config, Console(quiet=True), parent_run_id=trial.trial_run_id, on_metrics=report_zero_shot)
     best = result.best
     bpb = best.bits_per_byte
-    trial.report({METRIC: bpb["target_zero_shot"], "bpb_source": bpb["source_zero_shot"]})
     language = config.target.language
     metrics = {
         METRIC: best.score(),
@@ -265,12 +314,6 @@ def adapt_objective(config: ExperimentConfig, trial: TrialContext) -> TrialOutco
     }
     return TrialOutcome(metrics, best.run_id, str(best.model_dir), best.method,
                         _lineage(trial.tracker, result.parent_run_id, best))
-
-
-def _reparent_by_name(trial: TrialContext, run_name: str) -> None:
-    client = trial.tracker.client
-    for run in client.search_runs([trial.tracker.experiment_id], f"attributes.run_name = '{run_name}'"):
-        client.set_tag(run.info.run_id, "mlflow.parentRunId", trial.trial_run_id)
 
 
 def _lineage(tracker, adapt_run_id: str, best) -> dict[str, str]:

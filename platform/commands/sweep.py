@@ -9,6 +9,8 @@ import typer
 
 from vocadapt.platform.commands._errors import UserError, user_errors
 
+EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C
+
 
 def register(app: typer.Typer) -> None:
     @app.command("sweep")
@@ -33,6 +35,10 @@ def register(app: typer.Typer) -> None:
                 raise UserError("no sweep config given; pass --config configs/sweeps/italian-smollm2.yaml")
             sweep = load_sweep_config(path, set_)
             result = run_sweep(sweep, resume=resume, retry_failed=retry_failed)
+        if result.interrupted:
+            typer.echo(f"sweep {sweep.name} was interrupted before every trial ended: nothing was registered; "
+                       f"continue it with `vocadapt sweep --config {path} --resume`", err=True)
+            raise typer.Exit(code=EXIT_INTERRUPTED)
         if result.best is None:
             typer.echo("no trial finished; see the leaderboard above and the failed runs in MLflow", err=True)
             raise typer.Exit(code=1)

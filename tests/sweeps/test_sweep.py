@@ -126,3 +126,34 @@ def test_sweep_resumes_under_the_same_parent_and_retries_only_the_failed_trial(r
     assert per_method == [("flaky", "FAILED"), ("flaky", "FINISHED"), ("fvt", "FINISHED")]
     parent = next(r for r in runs if r.info.run_id == first.parent_run_id)
     assert parent.info.status == "FINISHED" and parent.data.metrics["trials.finished"] == 2
+
+
+def test_an_interrupted_sweep_registers_nothing_leaves_nothing_running_and_resumes(ray_cluster, tmp_path,
+                                                                                   monkeypatch):
+    """Ctrl-C in the middle: the unfinished trials are INTERRUPTED (not 'stopped by ASHA'), the parent run is
+    KILLED, no model is registered; --resume finishes the sweep under the same parent and registers the best."""
+    from vocadapt.pipelines.sweep import run_sweep
+
+    monkeypatch.chdir(tmp_path)
+    sweep = _sweep(tmp_path, ["fvt", "interrupt", "random"], scheduler={"kind": "fifo", "max_t": 3})
+    marker = sweep.storage() / sweep.name / "INTERRUPT_DRIVER"
+    marker.parent.mkdir(parents=True)
+    marker.write_text(str(os.getpid()))
+    first = run_sweep(sweep, objective=tiny_objective)
+    status = {row["params"]["init.methods"]: row["status"] for row in first.rows}
+    assert first.interrupted and status["fvt"] == "FINISHED" and status["interrupt"] == "INTERRUPTED", status
+    assert first.registered is None
+
+    client, runs = _runs(first.tracking_uri)
+    assert not any(run.info.status == "RUNNING" for run in runs)
+    assert next(r for r in runs if r.info.run_id == first.parent_run_id).info.status == "KILLED"
+    assert client.search_registered_models() == []
+
+    marker.unlink()
+    second = run_sweep(sweep, objective=tiny_objective, resume=True)
+    assert second.parent_run_id == first.parent_run_id and not second.interrupted
+    assert sorted(r["status"] for r in second.rows) == ["FINISHED", "FINISHED", "FINISHED"]
+    assert second.registered is not None
+    _, runs = _runs(second.tracking_uri)
+    assert next(r for r in runs if r.info.run_id == first.parent_run_id).info.status == "FINISHED"
+    assert not any(run.info.status == "RUNNING" for run in runs)

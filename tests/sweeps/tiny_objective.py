@@ -2,11 +2,15 @@
 full-batch gradient descent, scored in bits per byte on held-out text. Seconds, numpy only.
 
 Methods: ``fvt`` starts uniform (8 bits per byte), ``random`` starts from wide random logits (far worse), ``broken``
-always raises, ``flaky`` raises while the file FAIL_FLAKY exists in the sweep folder (for the resume test).
+always raises, ``flaky`` raises while the file FAIL_FLAKY exists in the sweep folder (for the resume test),
+``interrupt`` sends SIGINT (Ctrl-C) to the process id written in INTERRUPT_DRIVER there, then waits to be stopped.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +31,11 @@ def tiny_objective(config, trial) -> TrialOutcome:
     sweep_folder = Path(config.output_dir).parent
     if method == "broken" or (method == "flaky" and (sweep_folder / "FAIL_FLAKY").exists()):
         raise RuntimeError(f"initialiser {method!r} failed on purpose")
+    if method == "interrupt" and (sweep_folder / "INTERRUPT_DRIVER").exists():
+        os.kill(int((sweep_folder / "INTERRUPT_DRIVER").read_text()), signal.SIGINT)
+        for _ in range(600):  # the driver stops this trial; the loop only bounds a driver that does not
+            time.sleep(0.1)
+        raise RuntimeError("the driver did not stop the sweep on SIGINT")
     rng = np.random.default_rng(config.seed)
     logits = rng.normal(0.0, 6.0, 256) if method == "random" else np.zeros(256)
     counts = np.bincount(np.frombuffer(TRAIN, dtype=np.uint8), minlength=256) / len(TRAIN)
