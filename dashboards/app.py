@@ -61,9 +61,22 @@ def _busiest(client, names: list[str]) -> int:
 
 def _pick_runs(everything: data.ExperimentRuns) -> tuple[pd.DataFrame, pd.DataFrame]:
     adapt_all, eval_all = everything.of_kind("adapt"), everything.of_kind("evaluation")
-    chosen_adapt = st.sidebar.multiselect("Adaptation runs", list(adapt_all["label"]), list(adapt_all["label"]))
-    chosen_eval = st.sidebar.multiselect("Evaluation runs", list(eval_all["label"]), list(eval_all["label"]))
+    chosen_adapt = st.sidebar.multiselect("Adaptation runs", list(adapt_all["label"]), _finished(adapt_all))
+    chosen_eval = st.sidebar.multiselect("Evaluation runs", list(eval_all["label"]), _finished(eval_all))
     return adapt_all[adapt_all["label"].isin(chosen_adapt)], eval_all[eval_all["label"].isin(chosen_eval)]
+
+
+def _finished(runs: pd.DataFrame) -> list[str]:
+    """Selected at start: the finished runs (a crashed or still running one can be added by hand), else all."""
+    finished = runs[runs["status"] == "FINISHED"]
+    return list((finished if not finished.empty else runs)["label"])
+
+
+def _series(table: pd.DataFrame, column: str) -> pd.Series:
+    """What to colour by: ``column`` alone for one run, else run and ``column`` together."""
+    if table["run"].nunique() <= 1:
+        return table[column]
+    return table["run"] + ": " + table[column]
 
 
 def _fertility(adapt: pd.DataFrame) -> None:
@@ -72,15 +85,16 @@ def _fertility(adapt: pd.DataFrame) -> None:
     if table.empty:
         st.info("No fertility metrics in the selected runs.")
         return
-    measure = st.selectbox("Measure", sorted(table["measure"].unique()),
-                           index=sorted(table["measure"].unique()).index("tokens_per_word")
-                           if "tokens_per_word" in set(table["measure"]) else 0)
-    shown = table[table["measure"] == measure]
+    measures = sorted(table["measure"].unique())
+    measure = st.selectbox("Measure", measures,
+                           index=measures.index("tokens_per_word") if "tokens_per_word" in measures else 0)
+    shown = table[table["measure"] == measure].assign(series=lambda t: _series(t, "tokenizer"))
     chart = alt.Chart(shown).mark_bar().encode(
-        x=alt.X("tokenizer:N", title=None), y=alt.Y("value:Q", title=measure), color="tokenizer:N",
-        column=alt.Column("language:N"), tooltip=["run", "tokenizer", "language", "value"],
-    )
-    st.altair_chart(chart)
+        x=alt.X("language:N", title="held-out text"), xOffset="series:N", y=alt.Y("value:Q", title=measure),
+        color=alt.Color("series:N", title="tokenizer", legend=alt.Legend(orient="bottom", labelLimit=400)),
+        tooltip=["run", "tokenizer", "language", "value"],
+    ).properties(height=320)
+    st.altair_chart(chart, width="stretch")
     st.dataframe(shown.pivot_table(index=["run", "tokenizer"], columns="language", values="value"))
 
 
@@ -90,12 +104,17 @@ def _bits_per_byte(methods: pd.DataFrame, adapt: pd.DataFrame) -> None:
     if table.empty:
         st.info("No bits-per-byte metrics in the selected runs.")
         return
+    stages = list(data.BPB_STAGES.values())
+    models = list(dict.fromkeys(table.sort_values("stage", key=lambda s: s.map(stages.index))["model"]))
     chart = alt.Chart(table).mark_bar().encode(
-        x=alt.X("model:N", title=None, sort="-y"), y=alt.Y("bpb:Q", title="bits per byte"), color="stage:N",
-        xOffset="stage:N", column=alt.Column("stream:N"), tooltip=["model", "stream", "stage", "bpb"],
-    )
+        y=alt.Y("model:N", title=None, sort=models, axis=alt.Axis(labelLimit=320)),
+        x=alt.X("bpb:Q", title="bits per byte"), yOffset=alt.YOffset("stage:N", sort=stages),
+        color=alt.Color("stage:N", sort=stages, legend=alt.Legend(orient="top")),
+        column=alt.Column("stream:N", title="held-out text"), tooltip=["model", "stream", "stage", "bpb"],
+    ).properties(width=380)
     st.altair_chart(chart)
-    st.dataframe(table.pivot_table(index="model", columns=["stream", "stage"], values="bpb"))
+    pivot = table.pivot_table(index="model", columns=["stream", "stage"], values="bpb").reindex(models)
+    st.dataframe(pivot.reindex(columns=sorted(pivot.columns, key=lambda c: (c[0], stages.index(c[1])))))
 
 
 def _curves(client, methods: pd.DataFrame) -> None:
@@ -160,7 +179,10 @@ def _similarity(client, evaluations: pd.DataFrame) -> None:
     for label, table in tables.items():
         st.subheader(f"{label} ({table['anchors']} anchors, {table['tokens_compared']} tokens)")
         long = data.similarity_long(table)
-        base = alt.Chart(long).encode(x=alt.X("a:N", title=None), y=alt.Y("b:N", title=None))
+        side = 90 * len(table["names"])  # square cells, whatever the page width
+        base = alt.Chart(long).encode(x=alt.X("a:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=300)),
+                                      y=alt.Y("b:N", title=None, axis=alt.Axis(labelLimit=300)))
+        base = base.properties(width=side, height=side)
         heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis")))
         text = base.mark_text().encode(text=alt.Text("similarity:Q", format=".1f"),
                                        color=alt.condition("datum.similarity > 80", alt.value("black"),

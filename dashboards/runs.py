@@ -26,7 +26,7 @@ class ExperimentRuns:
     """Every run of one experiment, as a frame with one row per run and the MLflow client that read them."""
 
     client: Any
-    frame: pd.DataFrame  # run_id, name, kind, method, parent_run_id, status, start_time, label, metrics, tags
+    frame: pd.DataFrame  # run_id, name, kind, method, parent_run_id, status, start_time, label, metrics, tags, params
 
     def of_kind(self, kind: str, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
         rows = self.frame[self.frame["kind"] == kind]
@@ -60,14 +60,29 @@ def load_runs(client, experiment_name: str) -> ExperimentRuns:
             "parent_run_id": tags.get("mlflow.parentRunId", ""), "status": run.info.status,
             "start_time": pd.to_datetime(run.info.start_time, unit="ms"),
             "label": f"{name}" if not method or method in name else f"{name} [{method}]",
-            "metrics": dict(metrics), "tags": dict(tags),
+            "metrics": dict(metrics), "tags": dict(tags), "params": dict(params),
         })
-    columns = ["run_id", "name", "kind", "method", "parent_run_id", "status", "start_time", "label", "metrics", "tags"]
-    frame = pd.DataFrame(rows, columns=columns)
+    columns = ["run_id", "name", "kind", "method", "parent_run_id", "status", "start_time", "label", "metrics", "tags",
+               "params"]
+    frame = _unique_labels(pd.DataFrame(rows, columns=columns))
     # a matrix's children log fertility.* too: what makes them language rows is their parent, not their metrics
     matrices = set(frame.loc[frame["kind"] == "matrix", "run_id"])
     frame.loc[frame["parent_run_id"].isin(matrices), "kind"] = "language"
     return ExperimentRuns(client, frame)
+
+
+def _unique_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """Labels name runs in selections, tables and plots, so they must differ: a run that did not finish says so,
+    and runs sharing a name (the same config run twice) get their start time, then their id."""
+    unfinished = frame["status"] != "FINISHED"
+    status = " (" + frame.loc[unfinished, "status"].str.lower() + ")"
+    frame.loc[unfinished, "label"] = frame.loc[unfinished, "label"] + status
+    for suffix in (lambda row: row.start_time.strftime("%Y-%m-%d %H:%M:%S"), lambda row: row.run_id[:8]):
+        repeated = frame["label"].duplicated(keep=False)
+        if not repeated.any():
+            break
+        frame.loc[repeated, "label"] = [f"{row.label} @ {suffix(row)}" for row in frame[repeated].itertuples()]
+    return frame
 
 
 def _kind(tags: dict, params: dict, metrics: dict) -> str:
@@ -93,21 +108,37 @@ def fertility_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "tokenizer", "language", "measure", "value"])
 
 
+BPB_STAGES = {"source": "source model", "zero_shot": "step 0", "after_lapt": "after LAPT"}
+
+
 def bits_per_byte_table(methods: pd.DataFrame, parents: pd.DataFrame) -> pd.DataFrame:
-    """One row per method run and per source model: bits per byte at step 0 and after LAPT, per stream."""
+    """One row per method run and per source model: bits per byte at step 0 and after LAPT, per stream.
+
+    ``stream`` names the held-out text by its language (``it (target)``, ``en (source)``) where the adapt run
+    logged ``target.language`` / ``target.source_language``; ``stage`` is one of :data:`BPB_STAGES`' values.
+    """
+    streams = {run.run_id: _stream_names(run.params) for run in parents.itertuples()}
     rows = []
     for run in parents.itertuples():
         for stream in ("target", "source"):
             value = run.metrics.get(f"source_model.bpb_{stream}")
             if value is not None:
-                rows.append({"model": f"source model ({run.name})", "stream": stream, "stage": "source", "bpb": value})
+                rows.append({"model": f"source model ({run.label})", "stream": streams[run.run_id][stream],
+                             "stage": BPB_STAGES["source"], "bpb": value})
     for run in methods.itertuples():
+        names = streams.get(run.parent_run_id) or _stream_names({})
         for stream in ("target", "source"):
             for stage in ("zero_shot", "after_lapt"):
                 value = run.metrics.get(f"bpb_{stream}_{stage}")
                 if value is not None:
-                    rows.append({"model": run.label, "stream": stream, "stage": stage, "bpb": value})
+                    rows.append({"model": run.label, "stream": names[stream], "stage": BPB_STAGES[stage], "bpb": value})
     return pd.DataFrame(rows, columns=["model", "stream", "stage", "bpb"])
+
+
+def _stream_names(params: dict) -> dict[str, str]:
+    languages = {"target": params.get("target.language"), "source": params.get("target.source_language")}
+    return {stream: f"{language} ({stream})" if language else f"{stream} language"
+            for stream, language in languages.items()}
 
 
 def loss_curves(client, methods: pd.DataFrame, keys: Iterable[str] = CURVES) -> pd.DataFrame:

@@ -25,6 +25,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     tracker = Tracker(uri, experiment, artifact_root=folder / "artifacts")
     with tracker.run(ADAPT_RUN, tags={"vocadapt.target_language": "xx"}) as parent:
         parent_id = parent.info.run_id
+        tracker.log_params(parent_id, {"target.language": "xx", "target.source_language": "en"})
         tracker.log_metrics(parent_id, {
             "fertility.source_tokenizer.xx.tokens_per_word": 2.1, "fertility.target_tokenizer.xx.tokens_per_word": 1.4,
             "fertility.source_tokenizer.en.tokens_per_word": 1.3, "fertility.target_tokenizer.en.tokens_per_word": 1.9,

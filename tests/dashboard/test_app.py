@@ -20,7 +20,8 @@ def test_runs_are_recognised_by_what_they_logged(filled_store):
     fertility = data.fertility_table(everything.of_kind("adapt"))
     assert set(fertility["language"]) == {"xx", "en"} and len(fertility) == 4
     bpb = data.bits_per_byte_table(everything.of_kind("method"), everything.of_kind("adapt"))
-    assert set(bpb["stage"]) == {"source", "zero_shot", "after_lapt"}
+    assert set(bpb["stage"]) == {"source model", "step 0", "after LAPT"}
+    assert set(bpb["stream"]) == {"xx (target)", "en (source)"}
     curves = data.loss_curves(client, everything.of_kind("method"))
     assert len(curves[curves["metric"] == "train_loss"]) == 10
     table = data.benchmark_table(everything.of_kind("evaluation"))
@@ -126,3 +127,22 @@ def pd_isna(value) -> bool:
     import pandas as pd
 
     return bool(pd.isna(value))
+
+
+def test_runs_sharing_a_name_or_unfinished_get_distinct_labels(tmp_path):
+    """The same config run twice (make demo, then again) and a crashed evaluation: every label stays unique, so
+    selections, tables and plots never merge two runs."""
+    from vocadapt.dashboards import runs as data
+    from vocadapt.platform.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(uri, "repeats", artifact_root=tmp_path / "artifacts")
+    for _ in range(2):
+        with tracker.run("again", tags={"vocadapt.suite": "offline"}) as run:
+            tracker.log_metrics(run.info.run_id, {"benchmark.task.acc": 0.5})
+    with pytest.raises(RuntimeError), tracker.run("again", tags={"vocadapt.suite": "offline"}):
+        raise RuntimeError("crashed")
+    everything = data.load_runs(data.client_for(uri), "repeats")
+    labels = list(everything.frame["label"])
+    assert len(set(labels)) == 3 and sum("(failed)" in label for label in labels) == 1
+    assert len(data.benchmark_table(everything.of_kind("evaluation"))) == 2  # both finished runs, one row each
