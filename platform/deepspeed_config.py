@@ -64,6 +64,14 @@ class DeepSpeedEngine:
         )
         self.module = self.engine
         self.forward_needs_all_ranks = config["zero_optimization"]["stage"] == 3
+        self.closed = False
+
+    def micro_batch(self):
+        """DeepSpeed decides itself when to reduce gradients (on the accumulation boundary, or per bucket under
+        ZeRO-2/3, which partition them); its ``no_sync`` refuses ZeRO-2/3, so nothing to do here."""
+        from contextlib import nullcontext
+
+        return nullcontext()
 
     def backward(self, loss) -> None:
         self.engine.backward(loss)
@@ -73,6 +81,21 @@ class DeepSpeedEngine:
 
     def learning_rate(self) -> float:
         return float(self.engine.get_lr()[0])
+
+    def optimizer_parameter_count(self) -> int:
+        """Elements of the parameters this engine's optimizer updates (its ZeRO groups, or its param groups)."""
+        groups = getattr(self.optimizer, "bit16_groups", None) or getattr(self.optimizer, "fp16_groups", None)
+        if groups is None:
+            groups = [group["params"] for group in self.optimizer.param_groups]
+        return sum(p.numel() for group in groups for p in group)
+
+    def close(self) -> None:
+        """Remove this engine's gradient hooks (ZeRO-1/2 reduce through hooks on every trainable parameter). The
+        next stage of a two-stage run builds a new engine on the same module; a live old one would still catch
+        the embeddings' gradients and move them into its own buffers."""
+        if not self.closed:
+            self.engine.destroy()
+            self.closed = True
 
     def save(self, directory: Path, rank: int) -> None:
         """Every rank writes its shard of the optimizer state (and rank 0 the module) under ``deepspeed/``."""

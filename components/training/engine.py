@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from contextlib import AbstractContextManager, nullcontext
 from typing import Callable, Protocol
 
 import torch
@@ -33,9 +34,13 @@ class TrainingEngine(Protocol):
 
     def backward(self, loss: torch.Tensor) -> None: ...
 
+    def micro_batch(self) -> AbstractContextManager: ...  # wraps one micro-batch's forward and backward
+
     def step(self) -> None: ...
 
     def learning_rate(self) -> float: ...
+
+    def close(self) -> None: ...  # end of a stage: release hooks before the next stage builds its engine
 
     def save(self, directory: Path, rank: int) -> None: ...
 
@@ -82,6 +87,14 @@ class TorchEngine:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_multiplier(spec))
         self.micro_steps = 0
 
+    def micro_batch(self) -> AbstractContextManager:
+        """Under DDP, every micro-batch but the last of an accumulation window runs in ``no_sync``: gradients
+        accumulate locally and are all-reduced once, in the last backward (which reduces the accumulated sum)."""
+        boundary = (self.micro_steps + 1) % self.spec.grad_accumulation_steps == 0
+        if boundary or not isinstance(self.module, nn.parallel.DistributedDataParallel):
+            return nullcontext()
+        return self.module.no_sync()
+
     def backward(self, loss: torch.Tensor) -> None:
         (loss / self.spec.grad_accumulation_steps).backward()
 
@@ -97,6 +110,9 @@ class TorchEngine:
 
     def learning_rate(self) -> float:
         return self.optimizer.param_groups[0]["lr"]
+
+    def close(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
 
     def save(self, directory: Path, rank: int) -> None:
         """Rank 0 writes the weights (safetensors) and the optimizer/scheduler state; replicas are identical."""

@@ -139,6 +139,7 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
             run.step_hook(run.step, metrics)
         if run.checkpoint_hook and run.settings.checkpoint_every and run.step % run.settings.checkpoint_every == 0:
             run.checkpoint_hook(run.step, lambda directory: _write_checkpoint(run, engine, Path(directory)), metrics)
+    engine.close()
 
 
 def _train_step(run: _Run, engine, stage: Stage) -> dict[str, float]:
@@ -149,9 +150,10 @@ def _train_step(run: _Run, engine, stage: Stage) -> dict[str, float]:
     for _ in range(settings.grad_accumulation_steps):
         batch = run.mixture.next_batch(settings.batch_size)
         device = next(run.module.parameters()).device
-        out = engine.module(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-                            labels=batch.input_ids.to(device))
-        engine.backward(out.loss)
+        with engine.micro_batch():  # DDP: no gradient all-reduce before the window's last micro-batch
+            out = engine.module(input_ids=batch.input_ids.to(device),
+                                attention_mask=batch.attention_mask.to(device), labels=batch.input_ids.to(device))
+            engine.backward(out.loss)
         engine.step()
         loss_sum += torch.tensor([float(getattr(out, "next_token_loss", out.loss).detach()), 1.0])
         for name, row in zip(batch.streams, batch.attention_mask):

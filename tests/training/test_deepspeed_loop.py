@@ -54,3 +54,47 @@ def test_deepspeed_follows_the_plain_curve_and_saves_full_weights(process_group,
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "model")
     for (name, p), q in zip(plain.model.named_parameters(), saved.parameters()):
         assert torch.allclose(p, q, atol=1e-3), name
+
+
+def _two_stage():
+    return LaptSettings(strategy="two-stage", max_steps=4, stage_one_steps=2, batch_size=2, sequence_length=16,
+                        learning_rate=1e-2, stage_one_learning_rate=1e-2, warmup_steps=1, seed=0)
+
+
+@pytest.mark.parametrize("second_stage", ["full", "lora"])
+def test_two_stage_rebuilds_the_deepspeed_engine_with_the_new_trainable_set(process_group, tokenizer, second_stage):
+    """ZeRO-2: stage one trains embeddings and head only, stage two everything (or LoRA plus embeddings); each stage
+    gets its own DeepSpeed engine, whose optimizer holds exactly that stage's parameters; the stage-one engine is
+    closed (its gradient hooks removed, so it no longer processes the embeddings' gradients in stage two), and the
+    curve follows the plain-torch run."""
+    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+
+    settings = LaptSettings.from_any(_two_stage(), second_stage=second_stage, lora_rank=4)
+    build = deepspeed_engine_factory({"enabled": True, "zero_stage": 2}, settings)
+    held, stale_calls = [], [0]  # engines per stage; gradients a closed engine still processed
+
+    def factory(module, params, spec):
+        engine = build(module, params, spec)
+        held.append(engine)
+        process = engine.engine.optimizer.process_gradients
+
+        def counted(*args, **kwargs):
+            stale_calls[0] += engine.closed
+            return process(*args, **kwargs)
+
+        engine.engine.optimizer.process_gradients = counted
+        return engine
+
+    model = make_model(len(tokenizer))
+    V, H = model.config.vocab_size, model.config.hidden_size
+    total = sum(p.numel() for p in model.parameters())
+    plain = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings)
+    result = train_lapt(model, tokenizer, DATA, settings, engine_factory=factory)
+    second = total if second_stage == "full" else plain.trainable_parameters["lora"]
+    assert result.trainable_parameters == plain.trainable_parameters == {"embeddings": V * H, second_stage: second}
+    assert [engine.optimizer_parameter_count() for engine in held] == [V * H, second]
+    assert all(engine.closed for engine in held) and stale_calls == [0]
+    for (_, a), (_, b) in zip(plain.series("loss"), result.series("loss")):
+        assert a == pytest.approx(b, abs=1e-4)
+    for (name, p), q in zip(plain.model.named_parameters(), result.model.parameters()):
+        assert torch.allclose(p, q, atol=1e-4), name
