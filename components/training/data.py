@@ -9,25 +9,32 @@ Each stream (``target``, ``source``) is a list of documents. A worker reads its 
 of every global batch (all workers together) matches the configured proportion (SAVA §4.2: 75% Italian, 25%
 English tokens), even with one sequence per worker.
 
-The position is a few integers per stream (epoch, document index in the shard, tokens of that document already
-used): resuming re-tokenizes one document, never re-reads what came before.
+A stream's documents come from files, a list, or a Hugging Face dataset, map-style or streaming
+(``documents.py``). The position is a few integers per stream (epoch, document index in the shard, tokens of that
+document already used), plus a streaming dataset's own ``state_dict``: resuming re-tokenizes one document, never
+re-reads what came before.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from vocadapt.components.training.documents import (
+    DatasetSource, StreamingDocuments, load_dataset_documents, open_reader)
+
 
 @dataclass
 class LaptData:
-    """Documents per language stream: ``{"target": [...], "source": [...]}``."""
+    """Documents per language stream: ``{"target": [...], "source": [...]}``; a stream is a list of strings, a
+    ``DatasetColumn`` or ``StreamingDocuments`` (``components.training.documents``)."""
 
-    streams: dict[str, list[str]]
+    streams: dict[str, Sequence[str] | StreamingDocuments]
 
     @classmethod
     def from_files(cls, **files: list[str | Path] | None) -> LaptData:
@@ -38,6 +45,19 @@ class LaptData:
             if paths:
                 streams[name] = [doc for path in paths for doc in read_documents(path)]
         return cls(streams)
+
+    @classmethod
+    def from_sources(cls, files: dict[str, list[str | Path]] | None = None,
+                     datasets: dict[str, DatasetSource | dict | None] | None = None) -> LaptData:
+        """Each stream from its files or from a Hugging Face dataset (``DatasetSource`` or its fields), not both."""
+        both = sorted(name for name in (files or {}) if (files or {}).get(name) and (datasets or {}).get(name))
+        if both:
+            raise ValueError(f"streams {both} are given both files and a dataset; give each stream one source")
+        data = cls.from_files(**(files or {}))
+        for name, source in (datasets or {}).items():
+            if source is not None:
+                data.streams[name] = load_dataset_documents(source)
+        return data
 
 
 def read_documents(path: str | Path) -> list[str]:
@@ -64,6 +84,7 @@ class StreamPosition:
     cursor: int = 0  # index of the current document in this worker's shard of the epoch's shuffle
     offset: int = 0  # tokens of the current document already packed
     sequences: int = 0  # sequences this stream has contributed
+    blank_run: int = 0  # blank documents in a row just before the cursor (a shard of only blanks is an error)
 
 
 @dataclass
@@ -83,41 +104,51 @@ class PackedMixture:
     def __init__(self, data: LaptData, tokenizer, *, mixing: dict[str, float], sequence_length: int,
                  seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
         self.names = sorted(name for name, share in mixing.items() if share > 0)
-        missing = [name for name in self.names if not data.streams.get(name)]
+        missing = [name for name in self.names if data.streams.get(name) is None
+                   or (not isinstance(data.streams[name], StreamingDocuments) and not len(data.streams[name]))]
         if missing:
             raise ValueError(f"mixing gives a share to {missing} but no documents were given for it; "
                              "add its files or set its share to 0")
-        for name in self.names:
-            if len(data.streams[name]) < world_size:
-                raise ValueError(f"stream {name!r} has {len(data.streams[name])} documents for {world_size} "
-                                 "workers; give more text or fewer workers")
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token to mark document boundaries; set tokenizer.eos_token")
+        self.readers = {}
+        for name in self.names:
+            try:
+                self.readers[name] = open_reader(data.streams[name], sorted(data.streams).index(name), seed, rank,
+                                                 world_size)
+            except ValueError as error:
+                raise ValueError(f"stream {name!r}: {error}") from error
         self.data, self.tokenizer = data, tokenizer
         self.shares = {name: mixing[name] / sum(mixing[n] for n in self.names) for name in self.names}
         self.sequence_length, self.seed, self.rank, self.world_size = sequence_length, seed, rank, world_size
         self.positions = {name: StreamPosition() for name in self.names}
         self._schedule = _MixSchedule(self.names, self.shares)
-        self._shards: dict[tuple[str, int], np.ndarray] = {}
         self._tokens: dict[tuple[str, int, int], list[int]] = {}
 
     def _shard(self, name: str, epoch: int) -> np.ndarray:
-        key = (name, epoch)
-        if key not in self._shards:
-            self._shards = {k: v for k, v in self._shards.items() if k[0] != name}
-            stream_index = sorted(self.data.streams).index(name)
-            order = np.random.default_rng([self.seed, epoch, stream_index]).permutation(len(self.data.streams[name]))
-            self._shards[key] = order[self.rank :: self.world_size]
-        return self._shards[key]
+        """The document indices of this worker's shard of an indexed stream in ``epoch``."""
+        return self.readers[name].shard(epoch)
 
-    def _document_tokens(self, name: str, position: StreamPosition) -> list[int]:
+    def _document_tokens(self, name: str, position: StreamPosition) -> list[int] | None:
+        """Content tokens then EOS of the document at ``position``; [] for a blank one; None past the epoch."""
         key = (name, position.epoch, position.cursor)
         if key not in self._tokens:
+            text = self.readers[name].document(position.epoch, position.cursor)
+            if text is None:
+                return None
             self._tokens = {k: v for k, v in self._tokens.items() if k[0] != name}
-            text = self.data.streams[name][int(self._shard(name, position.epoch)[position.cursor])]
-            self._tokens[key] = [*self.tokenizer(text, add_special_tokens=False)["input_ids"],
-                                 self.tokenizer.eos_token_id]
+            content = self.tokenizer(text, add_special_tokens=False)["input_ids"] if text.strip() else []
+            self._tokens[key] = [*content, self.tokenizer.eos_token_id] if content else []
         return self._tokens[key]
+
+    def _advance(self, name: str, position: StreamPosition) -> None:
+        """Past the current document; into the next epoch when this worker's shard has no more."""
+        position.cursor, position.offset = position.cursor + 1, 0
+        if self._document_tokens(name, position) is None:
+            if position.blank_run >= position.cursor:
+                raise ValueError(f"stream {name!r} gives worker {self.rank} of {self.world_size} no text in a whole "
+                                 "pass; give more (non-blank) documents or fewer workers")
+            position.epoch, position.cursor, position.blank_run = position.epoch + 1, 0, 0
 
     def next_stream(self) -> str:
         """The stream of this worker's next global sequence index in the mixing schedule."""
@@ -129,13 +160,15 @@ class PackedMixture:
         position, sequence = self.positions[name], []
         while len(sequence) < self.sequence_length:
             tokens = self._document_tokens(name, position)
+            if tokens is None:
+                raise ValueError(f"stream {name!r} gives worker {self.rank} of {self.world_size} no documents; "
+                                 "give more text or fewer workers")
             taken = tokens[position.offset : position.offset + self.sequence_length - len(sequence)]
             sequence.extend(taken)
             position.offset += len(taken)
+            position.blank_run = 0 if tokens else position.blank_run + 1
             if position.offset == len(tokens):
-                position.cursor, position.offset = position.cursor + 1, 0
-                if position.cursor == len(self._shard(name, position.epoch)):
-                    position.epoch, position.cursor = position.epoch + 1, 0
+                self._advance(name, position)
         position.sequences += 1
         return name, sequence
 
@@ -145,15 +178,25 @@ class PackedMixture:
         return PackedBatch(input_ids, torch.ones_like(input_ids), [name for name, _ in rows])
 
     def state_dict(self) -> dict:
-        return {"seed": self.seed, "rank": self.rank, "world_size": self.world_size,
-                "positions": {name: asdict(p) for name, p in self.positions.items()}}
+        positions = {}
+        for name, position in self.positions.items():
+            positions[name] = asdict(position)
+            reader_state = self.readers[name].state(position.epoch, position.cursor)
+            if reader_state is not None:
+                positions[name]["reader"] = reader_state
+        return {"seed": self.seed, "rank": self.rank, "world_size": self.world_size, "positions": positions}
 
     def load_state_dict(self, state: dict) -> None:
         if state["world_size"] != self.world_size or state["rank"] != self.rank or state["seed"] != self.seed:
             raise ValueError(
                 f"this data position was saved by worker {state['rank']} of {state['world_size']} with seed "
                 f"{state['seed']}; resume with the same number of workers and seed, or start a new run name")
-        self.positions = {name: StreamPosition(**state["positions"][name]) for name in self.names}
+        self.positions, self._tokens = {}, {}
+        for name in self.names:
+            saved = dict(state["positions"][name])
+            reader_state = saved.pop("reader", None)
+            self.positions[name] = StreamPosition(**saved)
+            self.readers[name].restore(saved["epoch"], saved["cursor"], reader_state)
         self._schedule = _MixSchedule(self.names, self.shares)
 
 
