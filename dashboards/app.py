@@ -111,7 +111,7 @@ def _bits_per_byte(methods: pd.DataFrame, adapt: pd.DataFrame) -> None:
         x=alt.X("bpb:Q", title="bits per byte"), yOffset=alt.YOffset("stage:N", sort=stages),
         color=alt.Color("stage:N", sort=stages, legend=alt.Legend(orient="top")),
         column=alt.Column("stream:N", title="held-out text"), tooltip=["model", "stream", "stage", "bpb"],
-    ).properties(width=380)
+    ).properties(width=380, height=26 * len(models) * len(set(table["stage"])))
     st.altair_chart(chart)
     pivot = table.pivot_table(index="model", columns=["stream", "stage"], values="bpb").reindex(models)
     st.dataframe(pivot.reindex(columns=sorted(pivot.columns, key=lambda c: (c[0], stages.index(c[1])))))
@@ -140,7 +140,9 @@ def _benchmarks(evaluations: pd.DataFrame) -> None:
         return
     best = data.best_per_column(table)
     st.dataframe(table.style.highlight_max(axis=0, color="#a5d6a7").format("{:.4f}"))
-    st.markdown("**Best per column:** " + "; ".join(f"{column}: `{row}`" for column, row in best.items()))
+    wins = pd.Series(list(best.values())).value_counts()
+    st.markdown(f"**Best per column** (marked green, higher is better; {len(best)} columns): "
+                + "; ".join(f"`{row}` in {count}" for row, count in wins.items()))
 
 
 def _throughput(evaluations: pd.DataFrame) -> None:
@@ -150,15 +152,17 @@ def _throughput(evaluations: pd.DataFrame) -> None:
         st.info("No generation measurements in the selected evaluation runs.")
         return
     st.dataframe(table)
-    st.altair_chart(alt.Chart(table).mark_bar().encode(
-        x=alt.X("model:N", title=None), y=alt.Y("characters_per_second:Q", title="characters / s"),
-        color="model:N", column=alt.Column("task:N"), tooltip=list(table.columns),
-    ))
-    speeds = {row.run: row.speed_up_chars for row in table.itertuples() if row.model == "adapted"
-              and pd.notna(row.speed_up_chars)}
+    shown = table.assign(series=lambda t: _series(t, "model"))
+    st.altair_chart(alt.Chart(shown).mark_bar().encode(
+        x=alt.X("task:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=300)), xOffset="series:N",
+        y=alt.Y("characters_per_second:Q", title="characters / s (comparable across tokenizers)"),
+        color=alt.Color("series:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=400)),
+        tooltip=list(table.columns),
+    ).properties(height=300), width="stretch")
+    speeds = [f"`{row.run}` {row.task}: {row.speed_up_chars:.2f}x" for row in table.itertuples()
+              if row.model == "adapted" and pd.notna(row.speed_up_chars)]
     if speeds:
-        st.markdown("**Speed-up (characters/s vs the source model):** "
-                    + "; ".join(f"`{run}` {value:.2f}x" for run, value in speeds.items()))
+        st.markdown("**Speed-up (characters/s vs the source model, same prompts):** " + "; ".join(speeds))
 
 
 def _parameters(evaluations: pd.DataFrame) -> None:
@@ -183,11 +187,12 @@ def _similarity(client, evaluations: pd.DataFrame) -> None:
         base = alt.Chart(long).encode(x=alt.X("a:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=300)),
                                       y=alt.Y("b:N", title=None, axis=alt.Axis(labelLimit=300)))
         base = base.properties(width=side, height=side)
-        heat = base.mark_rect().encode(color=alt.Color("similarity:Q", scale=alt.Scale(scheme="viridis")))
+        heat = base.mark_rect().encode(color=alt.Color("similarity:Q",
+                                                       scale=alt.Scale(scheme="viridis", domain=[0, 100])))
         text = base.mark_text().encode(text=alt.Text("similarity:Q", format=".1f"),
                                        color=alt.condition("datum.similarity > 80", alt.value("black"),
                                                            alt.value("white")))
-        st.altair_chart(heat + text)
+        st.altair_chart(heat + text, width="content")
 
 
 def _language_matrix(client, everything: data.ExperimentRuns) -> None:
@@ -206,24 +211,25 @@ def _language_matrix(client, everything: data.ExperimentRuns) -> None:
         return
     order = list(table.sort_values("parity.source", ascending=False)["row"])  # hardest language for SmolLM2 first
     long = data.language_matrix_long(table)
+    language_axis = alt.X("row:N", title="language", sort=order, axis=alt.Axis(labelAngle=0))
     measures = [m for m in data.MATRIX_FERTILITY if m in set(long["fertility"]["measure"])]
     measure = st.selectbox("Matrix measure", measures)
     shown = long["fertility"][long["fertility"]["measure"] == measure]
     st.altair_chart(alt.Chart(shown).mark_bar().encode(
-        x=alt.X("row:N", title="language", sort=order), y=alt.Y("value:Q", title=measure),
+        x=language_axis, y=alt.Y("value:Q", title=measure),
         color=alt.Color("tokenizer:N", sort=list(data.MATRIX_TOKENIZERS)), xOffset=alt.XOffset(
             "tokenizer:N", sort=list(data.MATRIX_TOKENIZERS)), tooltip=["row", "script", "tokenizer", "value"],
     ).properties(title=f"{measure}: SmolLM2's tokenizer (source), a replaced target one, SmolLM2's expanded"),
         width="stretch")
     left, right = st.columns(2)
     left.altair_chart(alt.Chart(long["speed_up"]).mark_bar().encode(
-        x=alt.X("row:N", title="language", sort=order), y=alt.Y("speed_up:Q", title="speed-up over the source (x)"),
-        color=alt.Color("measure:N", legend=alt.Legend(orient="bottom")), xOffset="measure:N",
+        x=language_axis, y=alt.Y("speed_up:Q", title="speed-up over the source (x)"),
+        color=alt.Color("measure:N", legend=alt.Legend(orient="bottom", labelLimit=400)), xOffset="measure:N",
         tooltip=["row", "measure", "speed_up"],
     ).properties(title="Generation speed-up of the fvt model") + alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(
         strokeDash=[4, 4]).encode(y="y:Q"), width="stretch")
     right.altair_chart(alt.Chart(long["bpb"]).mark_bar().encode(
-        x=alt.X("row:N", title="language", sort=order), y=alt.Y("bpb:Q", title="bits per byte (zero-shot)"),
+        x=language_axis, y=alt.Y("bpb:Q", title="bits per byte (zero-shot)"),
         color=alt.Color("model:N", sort=list(data.MATRIX_BPB), legend=alt.Legend(orient="bottom")),
         xOffset=alt.XOffset("model:N", sort=list(data.MATRIX_BPB)), tooltip=["row", "model", "bpb"],
     ).properties(title="Held-out bits per byte: source model, fvt and random rows"), width="stretch")

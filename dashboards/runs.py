@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from vocadapt.platform.evaluation.harness import NOT_SCORES
+
 FERTILITY = re.compile(r"^fertility\.(?P<tokenizer>[^.]+)\.(?P<language>[^.]+)\.(?P<measure>[^.]+)$")
 RATES = ("tokens_per_second", "characters_per_second", "examples_per_second", "percent_generated_new", "chrf")
 CURVES = ("train_loss", "loss", "lr", "tokens_per_second")
@@ -158,7 +160,8 @@ def benchmark_table(evaluations: pd.DataFrame) -> pd.DataFrame:
         for prefix, label in (("", run.label), ("source_model.", f"source of {run.label}")):
             head = f"{prefix}benchmark."
             scores = {key[len(head):]: value for key, value in run.metrics.items()
-                      if key.startswith(head) and not key.endswith("_stderr")}
+                      if key.startswith(head) and not key.endswith("_stderr")
+                      and key.rsplit(".", 1)[-1] not in NOT_SCORES}
             if scores:
                 rows[label] = scores
     return pd.DataFrame.from_dict(rows, orient="index").sort_index(axis=1)

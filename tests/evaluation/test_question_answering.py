@@ -36,8 +36,9 @@ def test_squad_it_task_prompt_and_rouge_l_in_lm_eval(tmp_path, monkeypatch):
     shots = [{"id": f"s{i}", "context": f"La città di Lecce fu fondata nel {1000 + i}.", "question": "Quando?",
               "answers": {"text": [f"nel {1000 + i}"], "answer_start": [30]}} for i in range(3)]
     # the same config, reading a local file in the hub dataset's format instead of the hub
-    config.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": {
-        "train": _squad_file(tmp_path / "train.jsonl", shots), "test": _squad_file(tmp_path / "test.jsonl", [SICHUAN])}})
+    files = {"train": _squad_file(tmp_path / "train.jsonl", shots),
+             "test": _squad_file(tmp_path / "test.jsonl", [SICHUAN])}
+    config.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": files})
     task = ConfigurableTask(config=config)
     task.set_fewshot_seed(0)
     doc = next(iter(task.test_docs()))
