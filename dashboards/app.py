@@ -90,7 +90,7 @@ def _fertility(adapt: pd.DataFrame) -> None:
                            index=measures.index("tokens_per_word") if "tokens_per_word" in measures else 0)
     shown = table[table["measure"] == measure].assign(series=lambda t: _series(t, "tokenizer"))
     chart = alt.Chart(shown).mark_bar().encode(
-        x=alt.X("language:N", title="held-out text"), xOffset="series:N", y=alt.Y("value:Q", title=measure),
+        x=alt.X("language:N", title="held-out text", axis=alt.Axis(labelAngle=0)), xOffset="series:N", y=alt.Y("value:Q", title=measure),
         color=alt.Color("series:N", title="tokenizer", legend=alt.Legend(orient="bottom", labelLimit=400)),
         tooltip=["run", "tokenizer", "language", "value"],
     ).properties(height=320)
@@ -155,7 +155,7 @@ def _throughput(evaluations: pd.DataFrame) -> None:
     shown = table.assign(series=lambda t: _series(t, "model"))
     st.altair_chart(alt.Chart(shown).mark_bar().encode(
         x=alt.X("task:N", title=None, axis=alt.Axis(labelAngle=0, labelLimit=300)), xOffset="series:N",
-        y=alt.Y("characters_per_second:Q", title="characters / s (comparable across tokenizers)"),
+        y=alt.Y("characters_per_second:Q", title="characters / s"),
         color=alt.Color("series:N", title="model", legend=alt.Legend(orient="bottom", labelLimit=400)),
         tooltip=list(table.columns),
     ).properties(height=300), width="stretch")
@@ -183,16 +183,16 @@ def _similarity(client, evaluations: pd.DataFrame) -> None:
     for label, table in tables.items():
         st.subheader(f"{label} ({table['anchors']} anchors, {table['tokens_compared']} tokens)")
         long = data.similarity_long(table)
-        side = 90 * len(table["names"])  # square cells, whatever the page width
         base = alt.Chart(long).encode(x=alt.X("a:N", title=None, axis=alt.Axis(labelAngle=-30, labelLimit=300)),
                                       y=alt.Y("b:N", title=None, axis=alt.Axis(labelLimit=300)))
-        base = base.properties(width=side, height=side)
         heat = base.mark_rect().encode(color=alt.Color("similarity:Q",
                                                        scale=alt.Scale(scheme="viridis", domain=[0, 100])))
         text = base.mark_text().encode(text=alt.Text("similarity:Q", format=".1f"),
                                        color=alt.condition("datum.similarity > 80", alt.value("black"),
                                                            alt.value("white")))
-        st.altair_chart(heat + text, width="content")
+        # a step per cell, padded around the labels (Streamlit's default "fit" squeezes the cells to nothing)
+        st.altair_chart((heat + text).properties(width=alt.Step(90), height=alt.Step(45),
+                                                 autosize=alt.AutoSizeParams(type="pad")), width="content")
 
 
 def _language_matrix(client, everything: data.ExperimentRuns) -> None:
@@ -251,8 +251,10 @@ def _registry(client) -> None:
         st.info("No registered models.")
         return
     st.dataframe(table)
-    for row in table[table["aliases"] != ""].itertuples():
-        st.markdown(f"`{row.model}` v{row.version}: **{row.aliases}**")
+    lineage = [column for column in table.columns if column not in ("model", "version", "aliases", "run_id")]
+    for _, row in table[table["aliases"] != ""].iterrows():
+        tags = ", ".join(f"{key} {row[key]}" for key in lineage if pd.notna(row[key]) and str(row[key]))
+        st.markdown(f"`{row['model']}` v{row['version']}: **{row['aliases']}**" + (f" ({tags})" if tags else ""))
 
 
 main()
