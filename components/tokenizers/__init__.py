@@ -12,6 +12,8 @@ from vocadapt.components.tokenizers.expand import (
     expand_vocabulary,
     expand_with_target,
     expand_with_top_k,
+    lexicon_texts,
+    protected_source_text,
     top_k_new_tokens,
     unreachable_tokens,
 )
@@ -34,6 +36,8 @@ __all__ = [
     "expand_with_target",
     "expand_with_top_k",
     "fertility_report",
+    "lexicon_texts",
+    "protected_source_text",
     "replace_vocabulary",
     "source_pieces",
     "token_overlap",

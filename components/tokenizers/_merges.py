@@ -9,7 +9,6 @@ each addition can be checked before it is kept.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -124,25 +123,30 @@ def _emit(pieces, start, end, spans, merges, intermediates, known, top=False) ->
 class ProtectedWords:
     """Pre-tokens of source-language text whose tokenization must not change as tokens are added.
 
-    A new merge (l, r) can only fire inside a word that contains l + r, so only the words containing one of the
-    new tokens are replayed; they are found with ``str.find`` over all words joined by newlines.
+    Merges appended after every existing one fire only once no existing merge applies, that is on a word's
+    original segmentation. So a new merge (l, r) changes a protected word exactly when l and r are adjacent in the
+    word's original pieces; a new single-character token changes words holding that character (they were byte
+    pieces or unknown); with ``ignore_merges`` a new token that is a whole protected word changes it. Additions
+    that pass this check leave every protected word as it was, so the original pieces stay the reference and
+    the check is a set lookup per merge, however large the protected text (a lexicon of a million entries).
+
+    Args:
+        segmentations: each protected pre-token and the pieces the source tokenizer gives it.
+        ignore_merges: the tokenizer takes a pre-token that is in the vocabulary whole (Llama-3).
     """
 
-    def __init__(self, words: Iterable[str]):
-        self.words = sorted(set(words))
-        self.joined = "\n".join(self.words)
-        self.starts = []
-        offset = 0
-        for word in self.words:
-            self.starts.append(offset)
-            offset += len(word) + 1
+    def __init__(self, segmentations: Iterable[tuple[str, Sequence[str]]], *, ignore_merges: bool = False):
+        self.words: set[str] = set()
+        self.pairs: set[tuple[str, str]] = set()
+        self.characters: set[str] = set()
+        self.ignore_merges = ignore_merges
+        for word, pieces in segmentations:
+            self.words.add(word)
+            self.characters.update(word)
+            self.pairs.update(zip(pieces, pieces[1:]))
 
-    def containing(self, pieces: Iterable[str]) -> list[str]:
-        """The protected words that contain any of ``pieces`` as a substring."""
-        found: set[int] = set()
-        for piece in pieces:
-            position = self.joined.find(piece)
-            while position != -1:
-                found.add(bisect.bisect_right(self.starts, position) - 1)
-                position = self.joined.find(piece, position + 1)
-        return [self.words[index] for index in sorted(found)]
+    def changed_by(self, merges: Iterable[tuple[str, str]], tokens: Iterable[str], characters: Iterable[str]) -> bool:
+        """Whether appending ``merges`` (new ones only) and ``tokens`` would change a protected word."""
+        if any(pair in self.pairs for pair in merges) or any(c in self.characters for c in characters):
+            return True
+        return self.ignore_merges and any(token in self.words for token in tokens)
