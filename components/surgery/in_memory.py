@@ -100,13 +100,18 @@ def adapt_embeddings(
 
 
 def extra_heads_from_lm_head(model: Any, count: int = 1) -> torch.nn.ModuleList:
-    """Multi-token prediction ("0.01GB" §5): ``count`` extra LM heads, each initialised as a copy of the LM head."""
+    """Multi-token prediction ("0.01GB" §5): ``count`` extra LM heads, each initialised as a copy of the LM head.
+
+    Call it after :func:`adapt_embeddings`, so the copies carry the adapted head's rows (new tokens included). Each
+    copy is a separate tensor on the head's device and dtype, never tied to the head or the input embeddings.
+    """
     head = model.get_output_embeddings()
     if head is None:
         raise ValueError("the model has no LM head to copy the extra heads from")
     copies = []
     for _ in range(count):
-        extra = torch.nn.Linear(head.in_features, head.out_features, bias=head.bias is not None, dtype=head.weight.dtype)
+        extra = torch.nn.Linear(head.in_features, head.out_features, bias=head.bias is not None,
+                                dtype=head.weight.dtype, device=head.weight.device)
         with torch.no_grad():
             extra.weight.copy_(head.weight)
             if head.bias is not None:

@@ -78,11 +78,19 @@ def test_expansion_rejects_a_tokenizer_that_moves_source_ids(source_tokenizer, t
                          method="fvt", mode="expand")
 
 
-def test_extra_heads_copy_the_lm_head(source_tokenizer):
-    model = tiny_llama(len(source_tokenizer), tied=False)
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_extra_heads_copy_the_adapted_lm_head(source_tokenizer, target_tokenizer, tied):
+    model = tiny_llama(len(source_tokenizer), tied=tied)
+    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt")
     heads = extra_heads_from_lm_head(model, 2)
     assert len(heads) == 2 and all(torch.equal(head.weight, model.lm_head.weight) for head in heads)
-    assert heads[0].weight.data_ptr() != model.lm_head.weight.data_ptr()
+    assert heads[0].weight.shape == (len(target_tokenizer), 32)  # the target vocabulary, new rows included
+    pointers = {head.weight.data_ptr() for head in heads}
+    assert len(pointers) == 2 and model.lm_head.weight.data_ptr() not in pointers
+    assert model.get_input_embeddings().weight.data_ptr() not in pointers
+    with torch.no_grad():
+        heads[0].weight.add_(1.0)  # the copies are free to move away from the head during MTP training
+    assert torch.equal(heads[1].weight, model.lm_head.weight) and not torch.equal(heads[0].weight, heads[1].weight)
 
 
 def _save_source(tmp_path, source_tokenizer, tied, shard="20KB"):
