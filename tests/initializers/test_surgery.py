@@ -56,19 +56,27 @@ def test_expansion_of_a_byte_level_tokenizer_keeps_padding_rows(source_tokenizer
     assert torch.isfinite(model(torch.tensor([expanded_tokenizer(text)["input_ids"]])).logits).all()
 
 
-def test_expansion_of_a_sentencepiece_tokenizer(tmp_path):
+@pytest.mark.parametrize("method,tied", [("align", True), ("merge", True), ("fvt", False)])
+def test_expansion_of_a_sentencepiece_tokenizer(tmp_path, method, tied):
     source_tokenizer = metaspace_tokenizer(synthetic_lines(ENGLISH, 200, seed=5), vocab_size=330)
     italian = metaspace_tokenizer(synthetic_lines(ITALIAN, 200, seed=6), vocab_size=360)
     expanded = expand_bpe(source_tokenizer, italian)
-    model = tiny_llama(len(source_tokenizer), tied=True)
+    model = tiny_llama(len(source_tokenizer), tied=tied)
     before = model.get_input_embeddings().weight.detach().clone()
+    before_head = model.get_output_embeddings().weight.detach().clone()
     corpus = tmp_path / "it.txt"
     corpus.write_text("\n".join(synthetic_lines(ITALIAN, 50, seed=7)), encoding="utf-8")
-    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=expanded, method="align",
+    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=expanded, method=method,
                      mode="expand", corpus_files=[str(corpus)])
     assert len(expanded) > len(source_tokenizer)
     assert torch.equal(model.get_input_embeddings().weight[: len(source_tokenizer)], before)
+    assert torch.equal(model.get_output_embeddings().weight[: len(source_tokenizer)], before_head)
     assert model.config.vocab_size == len(expanded)
+    english, text = "the cat sat on the mat", "il gatto dorme sulla sedia"
+    assert expanded(english)["input_ids"] == source_tokenizer(english)["input_ids"]
+    ids = expanded(text)["input_ids"]
+    assert len(ids) < len(source_tokenizer(text)["input_ids"]) and max(ids) >= len(source_tokenizer)
+    assert torch.isfinite(model(torch.tensor([ids])).logits).all()
 
 
 def test_expansion_rejects_a_tokenizer_that_moves_source_ids(source_tokenizer, target_tokenizer):
