@@ -124,7 +124,8 @@ def _curves(client, methods: pd.DataFrame) -> None:
         st.info("No training curves (LAPT did not run, or logged no steps).")
         return
     options = sorted(curves["metric"].unique())
-    metric = st.selectbox("Curve", options, index=options.index("train_loss") if "train_loss" in options else 0)
+    losses = [option for option in options if option.endswith("loss")]
+    metric = st.selectbox("Curve", options, index=options.index(losses[0]) if losses else 0)
     shown = curves[curves["metric"] == metric]
     st.altair_chart(alt.Chart(shown).mark_line(point=True).encode(
         x="step:Q", y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)), color="run:N",

@@ -20,7 +20,8 @@ from vocadapt.platform.evaluation.harness import NOT_SCORES
 
 FERTILITY = re.compile(r"^fertility\.(?P<tokenizer>[^.]+)\.(?P<language>[^.]+)\.(?P<measure>[^.]+)$")
 RATES = ("tokens_per_second", "characters_per_second", "examples_per_second", "percent_generated_new", "chrf")
-CURVES = ("train_loss", "loss", "lr", "tokens_per_second")
+# per-step keys of runs logged before LAPT's metrics had their ``lapt_`` prefix
+LEGACY_CURVES = ("train_loss", "loss", "lr", "tokens_per_second")
 
 
 @dataclass
@@ -143,14 +144,28 @@ def _stream_names(params: dict) -> dict[str, str]:
             for stream, language in languages.items()}
 
 
-def loss_curves(client, methods: pd.DataFrame, keys: Iterable[str] = CURVES) -> pd.DataFrame:
-    """Metric histories (step, value) of the method runs, for every curve key they logged."""
+def curve_keys(methods: pd.DataFrame) -> list[str]:
+    """Metric keys that LAPT logs per step on the method runs (``lapt_loss``, ``lapt_learning_rate``, ...)."""
+    from vocadapt.platform.ray_train import METRIC_PREFIX
+
+    keys = {key for metrics in methods["metrics"] for key in metrics
+            if key.startswith(METRIC_PREFIX) or key in LEGACY_CURVES}
+    return sorted(keys)
+
+
+def loss_curves(client, methods: pd.DataFrame, keys: Iterable[str] | None = None) -> pd.DataFrame:
+    """Metric histories (step, value) of the method runs; only keys with more than one point make a curve."""
+    keys = curve_keys(methods) if keys is None else list(keys)
     rows = []
     for run in methods.itertuples():
         for key in keys:
+            if key not in run.metrics:
+                continue
             for point in client.get_metric_history(run.run_id, key):
                 rows.append({"run": run.label, "metric": key, "step": point.step, "value": point.value})
-    return pd.DataFrame(rows, columns=["run", "metric", "step", "value"])
+    frame = pd.DataFrame(rows, columns=["run", "metric", "step", "value"])
+    points = frame.groupby("metric")["step"].nunique()
+    return frame[frame["metric"].isin(points[points > 1].index)].reset_index(drop=True)
 
 
 def benchmark_table(evaluations: pd.DataFrame) -> pd.DataFrame:

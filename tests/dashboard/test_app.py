@@ -23,7 +23,8 @@ def test_runs_are_recognised_by_what_they_logged(filled_store):
     assert set(bpb["stage"]) == {"source model", "step 0", "after LAPT"}
     assert set(bpb["stream"]) == {"xx (target)", "en (source)"}
     curves = data.loss_curves(client, everything.of_kind("method"))
-    assert len(curves[curves["metric"] == "train_loss"]) == 10
+    assert len(curves[curves["metric"] == "lapt_loss"]) == 10 and "lapt_learning_rate" in set(curves["metric"])
+    assert "lapt_bits_per_byte_target" not in set(curves["metric"])  # one point is not a curve
     table = data.benchmark_table(everything.of_kind("evaluation"))
     best = data.best_per_column(table)
     assert best["vocadapt_cloze_en.acc_bytes"].startswith("source of")
