@@ -21,7 +21,7 @@ On 2 idle cores the defaults take about 25 minutes; a loaded machine stretches t
 
     nice -n 5 python benchmarks/init_quality.py
 
-Results go to ``<work>/results.json`` after every method, so a partial run keeps what it measured.
+Results go to ``<work>/<results>`` (default results.json) after every method, so a partial run keeps what it measured.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--lapt-lr", type=float, default=3e-4, help="Peak learning rate (the demo's).")
     parser.add_argument("--helper", default="fasttext", help="Helper for clp, focus, sava, salt (the demo's).")
     parser.add_argument("--no-reference-lapt", action="store_true", help="Skip LAPT of the unadapted source.")
+    parser.add_argument("--phases", nargs="*", default=["zero-shot", "lapt"], choices=["zero-shot", "lapt"],
+                        help="Run both (default), or one, e.g. to run the phases side by side in two processes.")
+    parser.add_argument("--results", default="results.json", help="File name of the results under --work.")
     parser.add_argument("--threads", type=int, default=2)
     return parser.parse_args()
 
@@ -144,33 +147,40 @@ def main() -> None:
             helper=helper if get_initializer(method).needs_helper else None, corpus_files=corpus, seed=0,
         )
 
-    # Phase 1, zero-shot: every method, cheap, so the table's first half exists even if LAPT is cut short
-    rows = {"source": {"method": "source (no adaptation)", "zero_shot": score(source_model, source_tokenizer)}}
-    console.print(rows["source"])
-    embeddings = {}
-    for method in arguments.methods:
+    def helper_for(method: str):
+        nonlocal helper
         if get_initializer(method).needs_helper and helper is None:
             started = time.perf_counter()
             with console.status(f"helper {arguments.helper}"):
                 helper = _helper(arguments, target_tokenizer, corpus)
             console.print(f"helper: {helper.record()} ({time.perf_counter() - started:.0f} s)")
-        started = time.perf_counter()
-        model = adapted(method)
-        rows[method] = {"method": method, "init_seconds": round(time.perf_counter() - started, 1)}
-        rows[method]["zero_shot"] = score(model, target_tokenizer)
-        embeddings[method] = model.get_input_embeddings().weight.detach().clone()
-        del model
-        _save(arguments, lapt_settings, replacement, helper, rows)
-        console.print(rows[method])
+
+    rows = {"source": {"method": "source (no adaptation)"}, **{method: {"method": method} for method in arguments.methods}}
+    embeddings = {}
+    # Phase 1, zero-shot: every method, cheap, so the table's first half exists even if LAPT is cut short
+    if "zero-shot" in arguments.phases:
+        rows["source"]["zero_shot"] = score(source_model, source_tokenizer)
+        console.print(rows["source"])
+        for method in arguments.methods:
+            helper_for(method)
+            started = time.perf_counter()
+            model = adapted(method)
+            rows[method]["init_seconds"] = round(time.perf_counter() - started, 1)
+            rows[method]["zero_shot"] = score(model, target_tokenizer)
+            embeddings[method] = model.get_input_embeddings().weight.detach().clone()
+            del model
+            _save(arguments, lapt_settings, replacement, helper, rows)
+            console.print(rows[method])
     # Phase 2, the same short LAPT for every method (same tokenizer, so the same batches in the same order); the
-    # initialisation is redone (it is deterministic: checked byte for byte) instead of keeping ten models in memory
-    if arguments.lapt_steps:
+    # initialisation is redone (deterministic: checked byte for byte) instead of keeping ten models in memory
+    if "lapt" in arguments.phases and arguments.lapt_steps:
         for method in [*arguments.methods, *([] if arguments.no_reference_lapt else ["source"])]:
             if method == "source":
                 model, tokenizer = copy.deepcopy(source_model), source_tokenizer
             else:
+                helper_for(method)
                 model, tokenizer = adapted(method), target_tokenizer
-                if not torch.equal(model.get_input_embeddings().weight, embeddings[method]):
+                if method in embeddings and not torch.equal(model.get_input_embeddings().weight, embeddings[method]):
                     raise RuntimeError(f"{method}: a second initialisation gave different rows (not deterministic)")
             started = time.perf_counter()
             result = train_lapt(model, tokenizer, lapt_data, lapt_settings)
@@ -188,7 +198,8 @@ def _table(rows: list[dict], table_class):
                         title="held-out bits per byte (lower is better)")
     for row in rows:
         after = row.get("after_lapt", {})
-        table.add_row(row["method"], *(f"{row['zero_shot'][lang]:.3f}" for lang in ("it", "en")),
+        before = row.get("zero_shot", {})
+        table.add_row(row["method"], *(f"{before[lang]:.3f}" if lang in before else "-" for lang in ("it", "en")),
                       *(f"{after[lang]:.3f}" if lang in after else "-" for lang in ("it", "en")))
     return table
 
@@ -204,7 +215,7 @@ def _save(arguments, lapt_settings, replacement, helper, rows: dict[str, dict]) 
         "helper": helper.record() if helper is not None else None,
         "rows": list(rows.values()),
     }
-    (arguments.work / "results.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+    (arguments.work / arguments.results).write_text(json.dumps(record, indent=2), encoding="utf-8")
 
 
 if __name__ == "__main__":
