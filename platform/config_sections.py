@@ -26,6 +26,23 @@ class DeepSpeedSection(Section):
     )
 
 
+class LaptDatasetSection(Section):
+    """One LAPT stream from a Hugging Face dataset, e.g. ``{dataset: uonlp/CulturaX, config: it, streaming: true}``."""
+
+    dataset: str = Field(
+        ..., description="Hugging Face dataset id (e.g. 'uonlp/CulturaX'), a builder reading local data_files "
+        "('json', 'parquet', 'text'), or a folder written by datasets' save_to_disk."
+    )
+    config: str | None = Field(None, description="Dataset configuration (CulturaX: the language code, e.g. 'it').")
+    split: str = Field("train", description="Split to read.")
+    text_field: str = Field("text", description="Field holding each document's text.")
+    streaming: bool = Field(
+        False, description="Stream instead of downloading it all: read in the dataset's order, split per worker, "
+        "resumed from the dataset's own state after a restart."
+    )
+    data_files: list[str] | None = Field(None, description="Local files for a 'json', 'parquet' or 'text' builder.")
+
+
 class LaptSection(Section):
     enabled: bool = Field(True, description="Run continued pre-training after initialisation.")
     strategy: Literal["full", "lora", "two-stage", "2x2-ls"] = Field(
@@ -58,6 +75,10 @@ class LaptSection(Section):
     train_files: dict[str, list[str]] | None = Field(
         None, description="LAPT text per stream, {target: [...], source: [...]} (.txt, .jsonl, .parquet); "
         "default: the corpus section's training files."
+    )
+    datasets: dict[str, LaptDatasetSection] | None = Field(
+        None, description="Hugging Face datasets per stream, {target: {dataset, config, split, text_field, "
+        "streaming}}; a stream given here does not also take files."
     )
     stage_one_steps: int | None = Field(
         None, ge=1, description="two-stage: steps that train only embeddings and head (default: a tenth)."
@@ -102,16 +123,19 @@ class LaptSection(Section):
             raise ValueError(f"shares must be non-negative and sum to 1, got {mixing}")
         return mixing
 
-    @field_validator("train_files")
+    @field_validator("train_files", "datasets")
     @classmethod
-    def _train_files(cls, files: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
-        unknown = set(files or {}) - {"target", "source"}
+    def _streams(cls, streams: dict | None) -> dict | None:
+        unknown = set(streams or {}) - {"target", "source"}
         if unknown:
             raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source'")
-        return files
+        return streams
 
     @model_validator(mode="after")
     def _consistent(self) -> LaptSection:
+        both = sorted(k for k in (self.datasets or {}) if (self.train_files or {}).get(k))
+        if both:
+            raise ValueError(f"streams {both} have both train_files and a dataset; give each stream one source")
         if self.strategy == "two-stage" and self.deepspeed.enabled and self.deepspeed.zero_stage == 3:
             raise ValueError("two-stage rebuilds the optimizer between stages, which ZeRO-3 does not support; "
                              "use deepspeed.zero_stage 1 or 2, or another strategy")

@@ -1,12 +1,13 @@
 """LAPT on Ray Train V2: the loop of ``components.training`` inside ``TorchTrainer`` workers.
 
-Each worker loads the model and tokenizer from disk, reads its shard of the mixed text, and runs ``train_lapt``
-under the process group Ray set up (gloo on CPU, NCCL on GPU), with DeepSpeed when the config asks. Checkpoints go
-to ``storage_path/run_name`` through ``ray.train.report``: every rank writes its own files (loop state, data
-position, RNG; DeepSpeed's optimizer shards) into the same checkpoint folder. A killed worker makes Ray restart the
-group (``FailureConfig``) and every worker resumes from the latest checkpoint; a rerun with the same run name and
-storage path resumes the same way. Rank 0 logs metrics into the MLflow run the pipeline opened, skipping steps that
-run already holds, so a resumed run continues the curve instead of repeating it.
+Each worker loads the model and tokenizer from disk, reads its shard of the mixed text (files or Hugging Face
+datasets), and runs ``train_lapt`` under the process group Ray set up (gloo on CPU, NCCL on GPU), with DeepSpeed
+when the config asks. Checkpoints go to ``storage_path/run_name`` through ``ray.train.report``: every rank writes
+its own files (loop state, data position, RNG; DeepSpeed's optimizer shards) into the same checkpoint folder. A
+killed worker makes Ray restart the group (``FailureConfig``) and every worker resumes from the latest checkpoint;
+a rerun with the same run name and storage path resumes the same way. Rank 0 logs metrics into the MLflow run the
+pipeline opened, skipping steps that run already holds, so a resumed run continues the curve instead of repeating
+it.
 """
 
 from __future__ import annotations
@@ -104,13 +105,16 @@ def run_lapt_on_ray(
     """Continue pre-training the model in ``model_dir`` on Ray Train; returns the trained model folder and metrics.
 
     settings: the config's ``lapt`` section (or a mapping of its fields). target_files / source_files: the LAPT
-    text per stream (``settings.train_files`` wins when set). The trained model is written to
+    text per stream (``settings.train_files`` wins when set; a stream in ``settings.datasets`` reads that Hugging
+    Face dataset instead, each worker loading and streaming its own part). The trained model is written to
     ``output_dir/model``. ``_fault_injection`` ({rank, step, marker}) kills that worker once, for tests.
     """
     section = lapt_section(settings)
     files = section.train_files or {"target": [str(p) for p in target_files],
                                     "source": [str(p) for p in source_files or []]}
-    _check_files(files, section.mixing)
+    datasets = section.datasets or {}
+    files = {stream: paths for stream, paths in files.items() if stream not in datasets}  # a dataset replaces them
+    _check_sources(files, datasets, section.mixing)
     storage = Path(storage_path or section.storage_path or Path(output_dir) / "ray").resolve()
     loop_config = {
         "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
@@ -151,15 +155,21 @@ def _claim_run_name(run_folder: Path, loop_config: dict) -> None:
     record.write_text(json.dumps(identity, indent=2), encoding="utf-8")
 
 
-def _check_files(files: dict[str, list[str]], mixing: dict[str, float]) -> None:
+def _check_sources(files: dict[str, list[str]], datasets: dict, mixing: dict[str, float]) -> None:
+    """Every stream with a share has files or a dataset, and every local file named exists, before Ray starts."""
     for stream, share in mixing.items():
-        if share > 0 and not files.get(stream):
+        if share > 0 and not files.get(stream) and stream not in datasets:
             raise ConfigError(f"lapt.mixing gives {stream!r} a share of {share} but no {stream} training files "
-                              f"were given; list them (lapt.train_files.{stream}) or set its share to 0")
+                              f"or dataset were given; list them (lapt.train_files.{stream} or "
+                              f"lapt.datasets.{stream}) or set its share to 0")
     for stream, paths in files.items():
         for path in paths:
             if not Path(path).is_file():
                 raise ConfigError(f"LAPT {stream} file {path} does not exist; fix the path in the config")
+    for stream, source in datasets.items():
+        for path in source.data_files or []:
+            if not Path(path).is_file():
+                raise ConfigError(f"lapt.datasets.{stream}.data_files: {path} does not exist; fix the path")
 
 
 def _fit(loop_config: dict, section: LaptSection, run_name: str, storage: Path):
@@ -225,7 +235,7 @@ def _lapt_worker(config: dict) -> None:
     tokenizer = AutoTokenizer.from_pretrained(config["tokenizer_dir"])
     model = AutoModelForCausalLM.from_pretrained(config["model_dir"], dtype=torch.float32)
     model.to(ray.train.torch.get_device())
-    data = LaptData.from_files(**config["train_files"])
+    data = LaptData.from_sources(config["train_files"], config["settings"].get("datasets"))
     logger = NullLogger()
     if rank == 0 and config["tracking_uri"] and config["mlflow_run_id"]:
         logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])

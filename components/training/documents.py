@@ -101,7 +101,8 @@ def load_dataset_documents(source: DatasetSource | dict) -> DatasetColumn | Stre
 
 
 def _no_field(dataset: str, field: str, columns) -> str:
-    return f"dataset {dataset!r} has no field {field!r} (its fields: {columns}); set text_field to the one holding the text"
+    return (f"dataset {dataset!r} has no field {field!r} (its fields: {columns}); set text_field to the one "
+            "holding the text")
 
 
 class IndexedReader:

@@ -82,3 +82,23 @@ def test_a_run_name_is_not_resumed_with_other_inputs(tmp_path):
         _claim_run_name(tmp_path / "run", {**config, "settings": {"max_steps": 8, "eval_every": 3}})
     with pytest.raises(ConfigError, match="seed"):
         _claim_run_name(tmp_path / "run", {**config, "seed": 1})
+
+
+def test_a_stream_can_come_from_a_hugging_face_dataset(tmp_path):
+    from vocadapt.components.training import DatasetSource
+    from vocadapt.platform.ray_train import run_lapt_on_ray
+
+    culturax = "{dataset: uonlp/CulturaX, config: it, split: train, text_field: text, streaming: true}"
+    config = load_config(None, ["target.language=it", f"lapt.datasets={{target: {culturax}}}"])
+    source = DatasetSource.from_any(config.lapt.model_dump(mode="json")["datasets"]["target"])  # as the worker does
+    assert source == DatasetSource("uonlp/CulturaX", "it", "train", "text", streaming=True)
+    with pytest.raises(ConfigError, match="both train_files and a dataset"):
+        load_config(None, ["target.language=it", f"lapt.datasets={{target: {culturax}}}",
+                           "lapt.train_files={target: [it.txt]}"])
+    with pytest.raises(ConfigError, match="lapt.datasets"):
+        load_config(None, ["target.language=it", "lapt.datasets={target: {dataset: x, shuffle: true}}"])
+    missing = {"datasets": {"target": {"dataset": "json", "data_files": [str(tmp_path / "it.jsonl")]}}}
+    (tmp_path / "en.txt").write_text("hello\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="data_files.*does not exist"):
+        run_lapt_on_ray(tmp_path, tmp_path, missing, target_files=[], source_files=[tmp_path / "en.txt"],
+                        output_dir=tmp_path, run_name="x")

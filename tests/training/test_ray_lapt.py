@@ -1,4 +1,5 @@
-"""LAPT on Ray Train with two CPU workers: the results, MLflow, a killed worker under DeepSpeed ZeRO-2.
+"""LAPT on Ray Train with two CPU workers: the results, MLflow, a killed worker under DeepSpeed ZeRO-2. The Italian
+stream is a streaming Hugging Face dataset, so the killed run also resumes it from the dataset's saved state.
 
 One local Ray cluster serves the module. Starting a worker group costs 20-40 s on two busy cores (and the first
 DeepSpeed run on a machine compiles a communication op, ~2 min, cached after), so there are three runs: plain DDP,
@@ -6,6 +7,8 @@ DeepSpeed ZeRO-2 with a worker killed mid-run, and a rerun under the same name.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -34,13 +37,20 @@ def world(tmp_path_factory):
     make_model(len(tokenizer)).save_pretrained(root / "model")
     tokenizer.save_pretrained(root / "model")
     (root / "it.txt").write_text("\n".join(ITALIAN * 4), encoding="utf-8")
+    for part in range(2):  # the same Italian as a streaming dataset of two JSON Lines files
+        (root / f"it-{part}.jsonl").write_text(
+            "".join(json.dumps({"text": text}) + "\n" for text in (ITALIAN * 4)[part * 16 : part * 16 + 16]),
+            encoding="utf-8")
     (root / "en.txt").write_text("\n".join(ENGLISH * 4), encoding="utf-8")
     return root
 
 
-def _settings(**kwargs):
+def _settings(world, **kwargs):
+    """The target stream is a streaming Hugging Face dataset (local JSON Lines); the source stream a text file."""
+    italian = {"dataset": "json", "data_files": [str(world / f"it-{part}.jsonl") for part in range(2)],
+               "streaming": True}
     options = dict(max_steps=6, batch_size=2, sequence_length=16, learning_rate=1e-2, warmup_steps=1,
-                   num_workers=2, checkpoint_every=2, log_every=1, eval_every=3)
+                   num_workers=2, checkpoint_every=2, log_every=1, eval_every=3, datasets={"target": italian})
     options.update(kwargs)
     return options
 
@@ -56,7 +66,7 @@ def _run(world, name, settings, **kwargs):
 
 @pytest.fixture(scope="module")
 def uninterrupted(ray_cluster, world):
-    return _run(world, "straight", _settings())
+    return _run(world, "straight", _settings(world))
 
 
 def test_two_workers_train_mix_and_save_a_model(uninterrupted):
@@ -76,7 +86,8 @@ def test_two_workers_train_mix_and_save_a_model(uninterrupted):
 
 def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world, uninterrupted, tmp_path):
     """ZeRO-2 on gloo, worker 1 killed (SIGKILL) after step 3; Ray restarts the group from the step-2 checkpoint.
-    The curve matches the uninterrupted DDP run of the same seed: same data, same AdamW, same schedule."""
+    The curve matches the uninterrupted DDP run of the same seed: same data (the streaming dataset resumed from
+    its saved state), same AdamW, same schedule."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -84,7 +95,7 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world,
     experiment = client.create_experiment("lapt", artifact_location=str(tmp_path / "artifacts"))
     run_id = client.create_run(experiment).info.run_id
     marker = tmp_path / "killed"
-    zero2 = _settings(deepspeed={"enabled": True, "zero_stage": 2})
+    zero2 = _settings(world, deepspeed={"enabled": True, "zero_stage": 2})
     resumed = _run(world, "killed", zero2,
                    tracking_uri=uri, mlflow_run_id=run_id,
                    _fault_injection={"rank": 1, "step": 3, "marker": str(marker)})
