@@ -128,7 +128,8 @@ def _curves(client, methods: pd.DataFrame) -> None:
     metric = st.selectbox("Curve", options, index=options.index(losses[0]) if losses else 0)
     shown = curves[curves["metric"] == metric]
     st.altair_chart(alt.Chart(shown).mark_line(point=True).encode(
-        x="step:Q", y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)), color="run:N",
+        x=alt.X("step:Q", axis=alt.Axis(format="d", tickMinStep=1)),
+        y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)), color="run:N",
         tooltip=["run", "step", "value"],
     ).interactive(), width="stretch")
 

@@ -53,7 +53,7 @@ def test_dashboard_in_headless_chromium(served_dashboard, tmp_path):
     with HeadlessChromium(width=1400, height=5200) as browser:
         browser.open(served_dashboard)
         expected = [ADAPT_RUN, *(f"{ADAPT_RUN}/{m}" for m in METHODS), EVALUATION_RUN, REGISTERED,
-                    "Best per column", "Registered models", "Embedding similarity", "1.50x"]
+                    "Best per column", "Registered models", "Embedding similarity", "1.50x", "lapt_loss"]
         dom = browser.wait_for_text(expected)
         time.sleep(2)  # let the charts finish drawing
         shot = browser.screenshot(tmp_path / "dashboard.png")
