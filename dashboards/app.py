@@ -54,8 +54,13 @@ def _comparison(client, everything: data.ExperimentRuns) -> None:
 
 
 def _busiest(client, names: list[str]) -> int:
-    counts = [len(client.search_runs([client.get_experiment_by_name(n).experiment_id], max_results=200))
-              for n in names]
+    """The experiment with the most runs to compare; a language matrix's runs do not count (its own view)."""
+    counts = []
+    for name in names:
+        runs = client.search_runs([client.get_experiment_by_name(name).experiment_id], max_results=200)
+        matrices = {run.info.run_id for run in runs if "vocadapt.matrix" in run.data.tags}
+        counts.append(sum(run.info.run_id not in matrices and run.data.tags.get("mlflow.parentRunId") not in matrices
+                          for run in runs))
     return max(range(len(names)), key=lambda i: counts[i])
 
 
