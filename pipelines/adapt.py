@@ -116,6 +116,13 @@ def _run(
         tokenizer_sha = sha256_tree(tokenizer_dir)
         tracker.log_artifact(parent_id, tokenizer_dir, "tokenizer")
         tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
+        if config.init.mode == "expand":
+            expansion = _expansion_summary(replacement, inputs)
+            tracker.log_dict(parent_id, expansion, "expansion.json")
+            tracker.log_metrics(parent_id, {"expansion_new_tokens": len(replacement.new_token_ids)})
+            console.print(f"expanded by {len(replacement.new_token_ids):,} tokens; skipped: "
+                          f"{expansion['skipped'] or 'none'}; protected lexicon: {expansion['protected_lexicon']}",
+                          highlight=False)  # fmt: skip
 
         console.rule("[bold]3. fertility")
         fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
@@ -229,10 +236,23 @@ def _expand(config, inputs, source_tokenizer, trained):
     from vocadapt.components.tokenizers.expand import expand_with_target, expand_with_top_k
 
     protect = read_documents(inputs.source_train, config.tokenizer.protect_lines) if inputs.source_train else None
+    lexicon = inputs.source_lexicon.read_text(encoding="utf-8").split() if inputs.source_lexicon else None
     if config.tokenizer.expand_top_k is None:
-        return expand_with_target(source_tokenizer, trained, protect=protect)
+        return expand_with_target(source_tokenizer, trained, protect=protect, protect_words=lexicon)
     documents = read_documents(inputs.target_train, config.tokenizer.max_training_lines)
-    return expand_with_top_k(source_tokenizer, trained, documents, config.tokenizer.expand_top_k, protect=protect)
+    return expand_with_top_k(source_tokenizer, trained, documents, config.tokenizer.expand_top_k, protect=protect,
+                             protect_words=lexicon)  # fmt: skip
+
+
+def _expansion_summary(expansion, inputs) -> dict[str, Any]:
+    """What the expansion added and skipped, and which source-language word list it protected."""
+    return {
+        "source_vocab_size": expansion.source_vocab_size,
+        "new_tokens": len(expansion.new_token_ids),
+        "intermediate_tokens": len(expansion.intermediate_token_ids),
+        "skipped": expansion.skipped,
+        "protected_lexicon": inputs.source_lexicon.name if inputs.source_lexicon else None,
+    }
 
 
 def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str, dict[str, Any]]:

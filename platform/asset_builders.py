@@ -340,3 +340,56 @@ def _version(distribution: str) -> str:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "unknown version"
+
+
+# --- word lists (source-language lexicons) ----------------------------------------------------------------------
+
+# Debian's word-list packages: (package, file under /usr/share/dict). English joins the American and British large
+# lists (SCOWL, permissive licence); vocabulary expansion protects every word's tokenization.
+LEXICON_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "en": (("wamerican-large", "american-english-large"), ("wbritish-large", "british-english-large")),
+    "it": (("witalian", "italian"),),
+    "de": (("wngerman", "ngerman"),),
+    "fr": (("wfrench", "french"),),
+    "es": (("wspanish", "spanish"),),
+    "pt": (("wportuguese", "portuguese"),),
+    "nl": (("wdutch", "dutch"),),
+}
+
+
+def build_lexicon(lang: str, downloads: Path, workspace: Path, console: Console) -> dict[str, Any]:
+    """Write ``lexicons/<lang>.txt`` (one word per line, sorted, unique) into ``workspace`` from Debian's word lists.
+
+    Returns the manifest entry; ``{"missing": why}`` when the language has no word list or it cannot be downloaded
+    (expansion then protects the source-language corpus alone).
+    """
+    packages = LEXICON_PACKAGES.get(lang)
+    if not packages:
+        return {"missing": f"Debian ships no word list for {lang!r} that vocadapt knows"}
+    debs = downloads / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    missing = [name for name, _ in packages if not _cached_deb(debs, name)]
+    if missing:
+        with console.status(f"apt-get download {' '.join(missing)}"):
+            problem = _apt_download(missing, debs)
+        if problem:
+            return {"missing": f"could not download {' '.join(missing)} ({problem})"}
+    words: set[str] = set()
+    versions = []
+    for name, file_name in packages:
+        deb = _cached_deb(debs, name)
+        with tempfile.TemporaryDirectory(dir=workspace) as scratch:
+            subprocess.run(["dpkg-deb", "-x", str(deb), scratch], check=True, capture_output=True)
+            raw = Path(scratch, "usr", "share", "dict", file_name).read_bytes()
+        words.update(word for word in raw.decode("utf-8", errors="ignore").split() if word)
+        versions.append(f"{name} {_deb_field(deb, 'Version')}")
+    relative = Path("lexicons") / f"{lang}.txt"
+    (workspace / relative).parent.mkdir(parents=True, exist_ok=True)
+    (workspace / relative).write_text("\n".join(sorted(words)) + "\n", encoding="utf-8")
+    console.print(f"lexicon {lang}: {len(words):,} words from {', '.join(versions)}", highlight=False)
+    return {
+        "file": relative.as_posix(), "words": len(words), "packages": versions,
+        "licence": "SCOWL and Debian word lists (see /usr/share/doc/<package>/copyright)",
+        "origin": "Debian (bookworm), apt-get download",
+    }  # fmt: skip
+

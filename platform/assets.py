@@ -7,6 +7,7 @@ Layout::
     models/smollm2-135m/                          Hugging Face folder (safetensors, fp32) with its tokenizer
     corpora/<lang>/{train,validation,test}.txt    one paragraph or verse per line
     corpora/parallel/<lang>-en/{split}.jsonl      {"key", "source", "en", "<lang>"} per line
+    lexicons/en.txt                               English word list (Debian's wamerican/wbritish), one per line
     downloads/debs/                               the Debian help packages (a cache; unpacked only while building)
 
 Every part is written in a temporary folder and renamed into place, and the manifest is written last, so an
@@ -35,6 +36,7 @@ from vocadapt.platform.commands._errors import UserError
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
 MODEL_NAME = "smollm2-135m"
+LEXICON_LANGUAGES = ("en",)  # word lists built with the assets: the source language of every embedded model
 
 
 class AssetsNotBuilt(UserError):
@@ -71,6 +73,11 @@ class EmbeddedAssets:
         if lang == "en":
             raise ValueError("parallel corpora pair a target language with English: ask for e.g. parallel('it', ...)")
         return self._existing(Path("corpora") / "parallel" / f"{lang}-en" / f"{split}.jsonl", lang, split)
+
+    def lexicon(self, lang: str) -> Path | None:
+        """``lexicons/<lang>.txt``, a word list of the language (English: Debian's), or None where none was built."""
+        entry = self.manifest.get("lexicons", {}).get(lang) or {}
+        return self.home / entry["file"] if "file" in entry else None
 
     def _existing(self, relative: Path, lang: str, split: str) -> Path:
         if split not in SPLITS:
@@ -144,7 +151,9 @@ def build_assets(
         manifest = _read_manifest(home)
         manifest = manifest or {"format": MANIFEST_FORMAT, "model": None, "corpora": {}, "sources": {}, "files": {}}
         todo = [lang for lang in languages if force or lang not in manifest["corpora"]]
-        if manifest["model"] is not None and not todo:
+        lexicons = manifest.setdefault("lexicons", {})
+        lexicon_todo = [lang for lang in LEXICON_LANGUAGES if force or lang not in lexicons]
+        if manifest["model"] is not None and not todo and not lexicon_todo:
             return load_assets(home, languages)
         workspace = Path(tempfile.mkdtemp(prefix=".build-", dir=home))
         try:
@@ -163,6 +172,15 @@ def build_assets(
                 manifest["sources"].update(built.sources)
                 for warning in built.warnings:
                     console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            for lang in lexicon_todo:
+                entry = asset_builders.build_lexicon(lang, home / "downloads", workspace, console)
+                if "file" in entry:
+                    _move_into_place(workspace, home, Path(entry["file"]))
+                    manifest["files"].pop(entry["file"], None)
+                else:
+                    console.print(f"[yellow]warning:[/] no {lang} lexicon: {entry['missing']}; vocabulary "
+                                  "expansion protects the source-language corpus only", highlight=False)  # fmt: skip
+                lexicons[lang] = entry
             _record_files(manifest, home)
             _write_manifest(home, manifest)
         finally:
@@ -196,6 +214,9 @@ def _forget_files(manifest: dict[str, Any], folder: str) -> None:
 def _record_files(manifest: dict[str, Any], home: Path) -> None:
     """Add lines / bytes / sha256 of every model and corpus file not yet in the manifest."""
     folders = [manifest["model"]["dir"]] + [f for entry in manifest["corpora"].values() for f in entry["folders"]]
+    for entry in manifest.get("lexicons", {}).values():
+        if "file" in entry and entry["file"] not in manifest["files"]:
+            manifest["files"][entry["file"]] = _describe_file(home / entry["file"])
     for folder in folders:
         for path in sorted((home / folder).rglob("*")):
             relative = path.relative_to(home).as_posix()

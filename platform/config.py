@@ -75,6 +75,13 @@ class TokenizerSection(_Section):
         20000, ge=0, description="With init.mode=expand: source-language training lines whose tokenization must "
         "not change (merges that would change them are not added).",
     )
+    protect_lexicon: str | None = Field(
+        "embedded", description="With init.mode=expand: a source-language word list whose words (every casing, "
+        "with and without a leading space) must keep their tokenization, so unseen source-language text does too. "
+        "'embedded': the word list `vocadapt assets` builds for the source language (English: Debian's "
+        "wamerican-large + wbritish-large), skipped with a note where there is none; a file path (one word per "
+        "line); or null for none.",
+    )
 
 
 class InitSection(_Section):

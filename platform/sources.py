@@ -24,6 +24,7 @@ class ResolvedInputs:
     source_train: tuple[Path, ...]
     source_validation: tuple[Path, ...]
     embedded: bool
+    source_lexicon: Path | None = None  # a source-language word list protected by vocabulary expansion
 
     @property
     def corpus_files(self) -> tuple[Path, ...]:
@@ -55,8 +56,30 @@ def resolve_inputs(config: ExperimentConfig) -> ResolvedInputs:
             "corpus.source_language_validation", config.corpus.source_language_validation or []
         )
     return ResolvedInputs(
-        source_model, target_train, target_validation, source_train, source_validation, assets is not None
+        source_model, target_train, target_validation, source_train, source_validation, assets is not None,
+        _source_lexicon(config, assets),
     )
+
+
+def _source_lexicon(config: ExperimentConfig, assets) -> Path | None:
+    """The word list named by ``tokenizer.protect_lexicon`` (only read when expanding)."""
+    named = config.tokenizer.protect_lexicon
+    if named is None or config.init.mode != "expand":
+        return None
+    if named != "embedded":
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise UserError(f"tokenizer.protect_lexicon: word list {path} does not exist; fix the path, use "
+                            "'embedded' (built by `vocadapt assets`), or null for none")  # fmt: skip
+        return path
+    if assets is None:
+        from vocadapt.platform.assets import AssetsNotBuilt, load_assets
+
+        try:
+            assets = load_assets(languages=())
+        except AssetsNotBuilt:
+            return None
+    return assets.lexicon(config.target.source_language)
 
 
 def _embedded_assets(config: ExperimentConfig):

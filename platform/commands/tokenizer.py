@@ -137,6 +137,9 @@ def expand_command(
     corpus: list[Path] = typer.Option([], "--corpus", help="Target-language text for --top-k (repeatable)."),
     protect: list[Path] = typer.Option([], "--protect", help="Source-language text whose tokenization must not "
                                        "change (repeatable)."),
+    protect_lexicon: list[Path] = typer.Option([], "--protect-lexicon", help="Source-language word list, one word "
+                                               "per line, each protected in every casing (repeatable; e.g. "
+                                               "/usr/share/dict/words or the assets' lexicons/en.txt)."),
     out: Path = typer.Option(..., "--out", help="Folder for the expanded tokenizer."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -151,11 +154,13 @@ def expand_command(
             raise UserError(f"{out} exists and is not empty; choose a new --out folder")
         source_tokenizer, target_tokenizer = load_tokenizer(source), load_tokenizer(target)
         protected = read_lines(protect) if protect else None
+        lexicon = [word for line in read_lines(protect_lexicon) for word in line.split()] if protect_lexicon else None
         if top_k is None:
-            expansion = expand.expand_with_target(source_tokenizer, target_tokenizer, protect=protected)
+            expansion = expand.expand_with_target(source_tokenizer, target_tokenizer, protect=protected,
+                                                  protect_words=lexicon)  # fmt: skip
         else:
             expansion = expand.expand_with_top_k(source_tokenizer, target_tokenizer, read_lines(corpus), top_k,
-                                                 protect=protected)  # fmt: skip
+                                                 protect=protected, protect_words=lexicon)  # fmt: skip
         save_atomically(expansion.tokenizer, out)
     summary = {
         "source_vocab_size": expansion.source_vocab_size,

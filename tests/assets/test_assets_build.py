@@ -21,6 +21,8 @@ class FakeBuilders:
         self.model_calls = 0
         self.corpus_calls: list[list[str]] = []
         self.fail_in_corpora = fail_in_corpora
+        self.lexicon_calls: list[str] = []
+        self.lexicon_missing = False
 
     def build_model(self, workspace: Path, console) -> dict:
         self.model_calls += 1
@@ -42,12 +44,21 @@ class FakeBuilders:
             built.corpora[lang] = {"folders": [f"corpora/{lang}"], "sources": ["fake"], "units": {}, "dropped": {}}
         return built
 
+    def build_lexicon(self, lang, downloads, workspace, console) -> dict:
+        self.lexicon_calls.append(lang)
+        if self.lexicon_missing:
+            return {"missing": "could not download wamerican-large (offline)"}
+        (workspace / "lexicons").mkdir(parents=True, exist_ok=True)
+        (workspace / "lexicons" / f"{lang}.txt").write_text("colour\ncolor\n", encoding="utf-8")
+        return {"file": f"lexicons/{lang}.txt", "words": 2}
+
 
 @pytest.fixture()
 def fake(monkeypatch) -> FakeBuilders:
     builders = FakeBuilders()
     monkeypatch.setattr(asset_builders, "build_model", builders.build_model)
     monkeypatch.setattr(asset_builders, "build_corpora", builders.build_corpora)
+    monkeypatch.setattr(asset_builders, "build_lexicon", builders.build_lexicon)
     return builders
 
 
@@ -65,13 +76,14 @@ def test_build_then_instant_then_only_new_language(tmp_path, fake):
     assert assets.model_dir == tmp_path / "models" / "smollm2-135m"
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["files"]["corpora/it/test.txt"]["lines"] == 2
-    assert set(manifest["files"]) == {"models/smollm2-135m/model.safetensors"} | {
+    assert set(manifest["files"]) == {"models/smollm2-135m/model.safetensors", "lexicons/en.txt"} | {
         f"corpora/{lang}/{split}.txt" for lang in ("en", "it") for split in ("train", "validation", "test")
     }
     assert assets.verify() == []
+    assert assets.lexicon("en") == tmp_path / "lexicons" / "en.txt" and assets.lexicon("it") is None
 
     build_assets(tmp_path, ("it",))
-    assert fake.model_calls == 1 and len(fake.corpus_calls) == 1  # nothing rebuilt
+    assert fake.model_calls == 1 and len(fake.corpus_calls) == 1 and fake.lexicon_calls == ["en"]  # nothing rebuilt
 
     both = build_assets(tmp_path, ("it", "de"))
     assert fake.corpus_calls[-1] == ["de"] and both.languages == ("de", "en", "it")
@@ -146,3 +158,25 @@ def test_without_apt_the_bible_alone_serves_with_a_warning(tmp_path, monkeypatch
     assert again.corpora["it"] == built.corpora["it"]
     for relative in ("corpora/it/train.txt", "corpora/it/test.txt", "corpora/parallel/it-en/validation.jsonl"):
         assert (tmp_path / "again" / relative).read_bytes() == (tmp_path / "work" / relative).read_bytes()
+
+
+def test_missing_word_list_is_recorded_not_fatal(tmp_path, fake):
+    """Without apt the English word list is skipped with a reason; expansion then protects the corpus alone."""
+    fake.lexicon_missing = True
+    assets = build_assets(tmp_path, ("it",))
+    assert assets.lexicon("en") is None
+    assert "offline" in assets.manifest["lexicons"]["en"]["missing"]
+    build_assets(tmp_path, ("it",))
+    assert fake.lexicon_calls == ["en"]  # not retried on every call; `vocadapt assets --force` retries
+
+
+def test_an_older_build_gains_its_word_list(tmp_path, fake):
+    build_assets(tmp_path, ("it",))
+    manifest_path = tmp_path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    del manifest["lexicons"]
+    manifest["files"].pop("lexicons/en.txt")
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    assets = build_assets(tmp_path, ("it",))
+    assert fake.model_calls == 1 and len(fake.corpus_calls) == 1 and fake.lexicon_calls == ["en", "en"]
+    assert assets.lexicon("en").read_text(encoding="utf-8") == "colour\ncolor\n" and assets.verify() == []

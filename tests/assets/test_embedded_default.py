@@ -75,3 +75,13 @@ def test_corpora_splits_follow_the_key_and_do_not_leak(embedded_assets):
     assert test_italian == [record["it"] for record in test_records]
     assert not train_italian & set(test_italian)
     assert len(test_italian) > 2_000 and len(train_italian) > 40_000
+
+
+def test_english_word_list_from_debian(embedded_assets):
+    """The word list vocabulary expansion protects: American and British spellings, one word per line."""
+    lexicon = embedded_assets.lexicon("en")
+    if lexicon is None:
+        pytest.skip(f"no English word list: {embedded_assets.manifest['lexicons']['en']['missing']}")
+    words = lexicon.read_text(encoding="utf-8").split("\n")
+    assert len(words) > 150_000 and {"colour", "color", "Italy"} <= set(words)
+    assert embedded_assets.sha256(lexicon) == embedded_assets.manifest["files"]["lexicons/en.txt"]["sha256"]

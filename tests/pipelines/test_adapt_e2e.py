@@ -143,8 +143,12 @@ def test_adapt_expand_mode_keeps_source_rows(tmp_path, tiny_model, corpora, monk
 
     monkeypatch.chdir(tmp_path)
     summary = tmp_path / "summary.json"
+    lexicon = sorted({word.strip(".,;:()«»\"'") for line in corpora["en.validation"].read_text(encoding="utf-8")
+                      .splitlines() for word in line.split()} - {""})  # fmt: skip
+    (tmp_path / "words.txt").write_text("\n".join(lexicon), encoding="utf-8")
     extra = {"init.mode": "expand", "lapt.enabled": "false", "tracking.register_best": "false",
-             "tokenizer.expand_top_k": "null" if top_k is None else str(top_k)}
+             "tokenizer.expand_top_k": "null" if top_k is None else str(top_k),
+             "tokenizer.protect_lexicon": str(tmp_path / "words.txt")}
     overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **extra)
     result = _adapt([*[a for o in overrides for a in ("--set", o)], "--json", str(summary)],
                     env={"MLFLOW_TRACKING_URI": ""})
@@ -163,6 +167,9 @@ def test_adapt_expand_mode_keeps_source_rows(tmp_path, tiny_model, corpora, monk
     english = corpora["en.train"].read_text(encoding="utf-8").splitlines()[:50]
     changed = [line for line in english if source_tokenizer(line)["input_ids"] != adapted_tokenizer(line)["input_ids"]]
     assert not changed
+    # and so does every word of the protected word list, after a space and capitalised
+    words = [f" {word.capitalize()}" for word in lexicon]
+    assert source_tokenizer(words)["input_ids"] == adapted_tokenizer(words)["input_ids"]
 
 
 def test_adapt_helper_methods_share_one_fasttext_helper(tmp_path, tiny_model, corpora, monkeypatch):

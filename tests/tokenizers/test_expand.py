@@ -15,6 +15,8 @@ from vocadapt.components.tokenizers.expand import (
     expand_vocabulary,
     expand_with_target,
     expand_with_top_k,
+    lexicon_texts,
+    protected_source_text,
     top_k_new_tokens,
     unreachable_tokens,
 )
@@ -170,3 +172,39 @@ def test_text_changes_only_if_it_contains_a_new_token(smollm2_tokenizer, smollm2
     if _ids(tokenizer, [text]) != _ids(smollm2_tokenizer, [text]):
         forms = canonical_tokens(tokenizer)
         assert any(forms[i].text_bytes.decode("utf-8", "replace") in text for i in smollm2_top_1000.new_token_ids)
+
+
+def test_lexicon_texts_hold_every_casing_alone_and_after_a_space():
+    texts = lexicon_texts(["perché", "Word", "perché", " "])
+    assert texts == ["perché", " perché", "Perché", " Perché", "PERCHÉ", " PERCHÉ",
+                     "Word", " Word", "word", " word", "WORD", " WORD"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def italian_candidates(smollm2_tokenizer, italian_bytelevel, italian_train_lines):
+    return top_k_new_tokens(smollm2_tokenizer, italian_bytelevel, italian_train_lines)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(ENGLISHISH, min_size=1, max_size=6))
+def test_protected_text_never_changes(smollm2_tokenizer, italian_candidates, texts):
+    """The guard is exact: whatever the protected text, it tokenizes as before after 500 Italian tokens."""
+    expansion = expand_vocabulary(smollm2_tokenizer, italian_candidates, max_new_tokens=500, protect=texts)
+    assert _ids(expansion.tokenizer, texts) == _ids(smollm2_tokenizer, texts)
+
+
+def test_english_lexicon_keeps_unseen_english_identical(smollm2_tokenizer, italian_candidates, fixture_corpora,
+                                                         english_lines, embedded_assets):  # fmt: skip
+    """Issue 3's invariant on real text never protected as a document: the 150 held-out English paragraphs keep
+    their tokens when SmolLM2 gains 250 or 1,000 Italian tokens, protected by the English training slice and Debian's
+    English word list (every casing), built once for both expansions."""
+    lexicon = embedded_assets.lexicon("en")
+    if lexicon is None:
+        pytest.skip("the embedded assets have no English word list (apt-get download failed when they were built)")
+    english_train = fixture_corpora["en.train"].read_text(encoding="utf-8").splitlines()
+    guard = protected_source_text(smollm2_tokenizer, english_train, lexicon.read_text(encoding="utf-8").split())
+    for k in (250, 1000):
+        expansion = expand_vocabulary(smollm2_tokenizer, italian_candidates, max_new_tokens=k, protect=guard)
+        assert len(expansion.new_token_ids) == k
+        assert _ids(expansion.tokenizer, english_lines) == _ids(smollm2_tokenizer, english_lines)
+        assert unreachable_tokens(expansion.tokenizer, expansion.new_token_ids) == []
