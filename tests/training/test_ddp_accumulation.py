@@ -3,7 +3,8 @@
 DDP all-reduces gradients in every backward unless it runs in ``no_sync``; the loop must reduce once per optimizer
 step, on the last micro-batch of the window. A communication hook counts the all-reduces DDP really starts after
 each micro-batch, and the result is compared with a run that reduces on every micro-batch (same gradients, more
-traffic) and checked to be identical on both ranks.
+traffic) and checked to be identical on both ranks. A two-stage run wraps the model in a new DDP per stage; the
+stage-one wrapper must not reduce anything in stage two.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _worker(rank: int, world_size: int, port: int, folder: str) -> None:
     settings = LaptSettings(max_steps=STEPS, grad_accumulation_steps=ACCUMULATION, batch_size=2, sequence_length=16,
                             learning_rate=1e-2, warmup_steps=0, seed=0)
     report = {}
-    for mode in ("no_sync", "always_sync"):
+    for mode in ("no_sync", "always_sync", "two_stage"):
         reduces, after_micro_step = [0], []
 
         def counting_hook(state, bucket):
@@ -56,7 +57,10 @@ def _worker(rank: int, world_size: int, port: int, folder: str) -> None:
             engine.step = counted_step
             return engine
 
-        result = train_lapt(make_model(len(tokenizer)), tokenizer, data, settings, engine_factory=factory)
+        run_settings = settings
+        if mode == "two_stage":  # a new DDP per stage; the first one's reducer must not fire in the second
+            run_settings = LaptSettings.from_any(settings, strategy="two-stage", stage_one_steps=1)
+        result = train_lapt(make_model(len(tokenizer)), tokenizer, data, run_settings, engine_factory=factory)
         weights = torch.cat([p.detach().flatten() for p in result.model.parameters()])
         gathered = [torch.zeros_like(weights) for _ in range(world_size)]
         dist.all_gather(gathered, weights)
@@ -83,6 +87,9 @@ def test_ddp_reduces_gradients_once_per_accumulation_window(tokenizer, tmp_path)
         assert quiet == [buckets * (i // ACCUMULATION) for i in range(1, ACCUMULATION * STEPS + 1)]
         assert chatty == [buckets * i for i in range(1, ACCUMULATION * STEPS + 1)]
         assert report["no_sync"]["replicas_equal"] and report["always_sync"]["replicas_equal"]
+        stages = report["two_stage"]["reduces"]  # [stage one: quiet, reduce; stage two: quiet, reduce]
+        assert stages[0] == 0 and stages[1] >= 1 and stages[2] == stages[1] and stages[3] > stages[2]
+        assert report["two_stage"]["replicas_equal"]
         # reducing the accumulated sum once gives the gradients of reducing every micro-batch
         assert report["no_sync"]["losses"] == pytest.approx(report["always_sync"]["losses"], abs=1e-5)
         assert torch.allclose(torch.tensor(report["no_sync"]["weights"]),
