@@ -208,3 +208,19 @@ def test_english_lexicon_keeps_unseen_english_identical(smollm2_tokenizer, itali
         assert len(expansion.new_token_ids) == k
         assert _ids(expansion.tokenizer, english_lines) == _ids(smollm2_tokenizer, english_lines)
         assert unreachable_tokens(expansion.tokenizer, expansion.new_token_ids) == []
+
+
+def test_gemma3_sentencepiece_expansion(gemma3_tokenizer, trained, italian_train, english_lines, italian_lines,
+                                        fixture_corpora, tmp_path):  # fmt: skip
+    """A real 262,144-token sentencepiece BPE (merges ordered by score) gains the Italian pieces it lacks: all
+    reachable, English unchanged, Italian round-trips and needs fewer tokens."""
+    target = train_tokenizer([italian_train], "spm-bpe", 3000, tmp_path / "target", show_progress=False)
+    english_train = fixture_corpora["en.train"].read_text(encoding="utf-8").splitlines()
+    expansion = expand_with_target(gemma3_tokenizer, target, protect=english_train)
+    tokenizer = expansion.tokenizer
+    assert len(expansion.new_token_ids) > 500 and min(expansion.new_token_ids) == len(gemma3_tokenizer)
+    assert unreachable_tokens(tokenizer, expansion.new_token_ids) == []
+    assert _ids(tokenizer, english_lines) == _ids(gemma3_tokenizer, english_lines)
+    assert all(tokenizer.decode(ids) == line for ids, line in zip(_ids(tokenizer, italian_lines), italian_lines))
+    before = fertility_report(gemma3_tokenizer, italian_lines).tokens_per_word
+    assert fertility_report(tokenizer, italian_lines).tokens_per_word < before
