@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
         check_only: bool = typer.Option(False, "--check-only", help="Download and verify, start nothing."),
     ) -> None:
         """Download the registered model, verify every file's sha256, start an OpenAI-compatible vLLM server."""
+        import signal
         import time
 
         from mlflow.exceptions import MlflowException
@@ -46,6 +47,11 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"verified {model.name} version {model.version}: {model.model_dir}")
         if check_only:
             return
+        # Ctrl-C, and SIGTERM from a process manager or `kill`, leave the `with` below so vLLM is stopped too (a
+        # plain SIGTERM ends Python at once and orphans the server); SIGINT is re-armed because a process started
+        # in the background inherits it ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         with user_errors(), serve_verified(model, venv=venv, port=port, max_model_len=max_model_len,
                                            log_file=model.model_dir.parent / f"{name}-vllm.log") as (base, served):
             typer.echo(f"serving {served} (version {model.version}) at {base}  (OpenAI API; Ctrl-C stops it)")
@@ -54,3 +60,7 @@ def register(app: typer.Typer) -> None:
                     time.sleep(3600)
             except KeyboardInterrupt:
                 typer.echo("stopping")
+
+
+def _raise_keyboard_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

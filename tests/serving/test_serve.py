@@ -105,7 +105,8 @@ def test_unknown_models_are_refused_clearly(registry, no_server, tmp_path, uri, 
 
 
 def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
-    """`vocadapt serve` as a user runs it: prints the endpoint once healthy, answers, stops vLLM on Ctrl-C."""
+    """`vocadapt serve` as a user runs it: prints the endpoint once healthy, answers, and stops vLLM when it is
+    stopped itself (SIGTERM, as a process manager or `kill` stops it: the server must not be left orphaned)."""
     import re
     import signal
     import subprocess
@@ -139,7 +140,7 @@ def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
         assert isinstance(response.json()["choices"][0]["text"], str)
         assert response.json()["usage"]["completion_tokens"] >= 1
     finally:
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
