@@ -86,9 +86,11 @@ def register(app: typer.Typer) -> None:
         console = Console()
         console.print(gate_table(decision))
         if not decision.accepted:
-            console.print(f"[red]refused[/]: {name}@{to} stays at version {decision.previous}")
+            where = f"stays at version {decision.previous}" if decision.previous is not None else "stays unset"
+            console.print(f"[red]refused[/]: {name}@{to} {where}")
             raise typer.Exit(code=EXIT_REFUSED)
-        console.print(f"{name}@{to} -> version {version} (was {decision.previous})")
+        was = f"was version {decision.previous}" if decision.previous is not None else "was unset"
+        console.print(f"{name}@{to} -> version {version} ({was})")
 
     @app.command("rollback")
     def rollback_command(
