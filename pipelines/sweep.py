@@ -252,12 +252,31 @@ def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> t
     from vocadapt.platform.registry import register_model
 
     name = sweep.registered_model or base.tracking.registered_model or registered_model_name(base)
+    existing = _registered_version_of(tracker, name, parent_id, best["trial_id"])
+    if existing is not None:  # a resumed sweep whose best trial did not change: register it once
+        return name, existing
     lineage = {**best["lineage"], "vocadapt.sweep.name": sweep.name, "vocadapt.sweep.run_id": parent_id,
                "vocadapt.sweep.trial_id": best["trial_id"], "vocadapt.sweep.trial_run_id": best["mlflow_run_id"],
                "vocadapt.sweep.params": json.dumps(best["params"], sort_keys=True)}
     registered = register_model(tracker, best["model_run_id"], Path(best["model_dir"]), name, lineage=lineage)
     tracker.set_tags(parent_id, {"vocadapt.registered": f"{name}/{registered.version}"})
     return name, registered.version
+
+
+def _registered_version_of(tracker, name: str, sweep_run_id: str, trial_id: str) -> int | None:
+    from mlflow.exceptions import MlflowException
+
+    from vocadapt.platform.registry import _registry_client
+
+    try:
+        versions = _registry_client(tracker.tracking_uri).search_model_versions(f"name = '{name}'")
+    except MlflowException:
+        return None
+    for version in versions:
+        if (version.tags.get("vocadapt.sweep.run_id"), version.tags.get("vocadapt.sweep.trial_id")) == (
+                sweep_run_id, trial_id):
+            return int(version.version)
+    return None
 
 
 def _drop_other_models(rows, best) -> None:

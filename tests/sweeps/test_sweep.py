@@ -157,3 +157,6 @@ def test_an_interrupted_sweep_registers_nothing_leaves_nothing_running_and_resum
     _, runs = _runs(second.tracking_uri)
     assert next(r for r in runs if r.info.run_id == first.parent_run_id).info.status == "FINISHED"
     assert not any(run.info.status == "RUNNING" for run in runs)
+    third = run_sweep(sweep, objective=tiny_objective, resume=True)  # nothing left to run: the same best
+    assert third.registered == second.registered
+    assert len(client.search_model_versions("name = 'tiny-sweep-model'")) == 1
