@@ -209,7 +209,9 @@ def leaderboard(grid, statuses: dict[str, str] | None = None) -> list[dict[str, 
             "error": str(result.error).strip().splitlines()[-1][:300] if result.error is not None else None,
         })
     order = {FINISHED: 0, STOPPED: 1, INTERRUPTED: 2, FAILED: 3}
-    return sorted(rows, key=lambda r: (order[r["status"]], r[METRIC] if r[METRIC] is not None else float("inf")))
+    # ties go to the lower trial id, so a resumed sweep ranks (and registers) the same best trial again
+    return sorted(rows, key=lambda r: (order[r["status"]], r[METRIC] if r[METRIC] is not None else float("inf"),
+                                       str(r["trial_id"])))
 
 
 def _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree) -> None:
