@@ -88,11 +88,38 @@ def test_salt_recovers_planted_per_neighbourhood_maps():
     new_ids = [cluster * per_cluster + offset for cluster in range(3) for offset in (0, 1)]
     overlap = {token: token for token in range(len(source)) if token not in new_ids}
     helper = TokenVectors(vectors, torch.ones(len(vectors), dtype=torch.bool), "vectors", "planted")
-    result = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2)
+    # the paper's plain pseudo-inverse (ridge -> 0) recovers each planted map exactly
+    result = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2, ridge=1e-9)
     assert torch.allclose(result, source[new_ids], atol=1e-3, rtol=1e-3)
+    regularised = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2)  # the default ridge
+    assert torch.nn.functional.cosine_similarity(regularised, source[new_ids]).min() > 0.99
     # one global map (SAVA) cannot fit three different maps
     global_fit = _run("sava", _problem(source, new_ids, overlap, helper))
     assert not torch.allclose(global_fit, source[new_ids], atol=1e-1)
+
+
+def test_salt_ridge_keeps_rows_bounded_when_neighbours_are_nearly_collinear():
+    """Neighbours whose helper vectors vary only a little (1e-3, in a few directions) and a new token that lies
+    further out along one of those directions (as with fastText: dozens of close neighbours in 100 dimensions): the
+    plain pseudo-inverse divides by the small variation and the row explodes; the ridge keeps it on the scale of the
+    neighbours' source rows."""
+    generator = torch.Generator().manual_seed(1)
+    helper_dim, hidden, count = 64, 16, 20
+    base = torch.randn(helper_dim, generator=generator)
+    vectors = base.repeat(count, 1)
+    vectors[:, :5] += 1e-3 * torch.randn(count, 5, generator=generator)
+    vectors[0, 0] += 0.5
+    vectors[1, 1] += 0.5
+    source = torch.randn(count, hidden, generator=generator)  # unrelated rows: no map explains them
+    new_ids = [0, 1]
+    overlap = {token: token for token in range(count) if token not in new_ids}
+    helper = TokenVectors(vectors, torch.ones(count, dtype=torch.bool), "vectors", "collinear")
+    problem = _problem(source, new_ids, overlap, helper)
+    plain = _run("salt", problem, ridge=1e-12)
+    regularised = _run("salt", problem)
+    scale = source.norm(dim=1).max()
+    assert plain.norm(dim=1).max() > 5 * scale  # the failure the ridge is there for
+    assert regularised.norm(dim=1).max() <= scale
 
 
 def test_salt_falls_back_to_random_rows_with_too_few_neighbours():
