@@ -57,10 +57,12 @@ def run_adapt(
     *,
     parent_run_id: str | None = None,
     on_metrics: Callable[[str, dict[str, float]], None] | None = None,
+    cache: Any = None,
 ) -> AdaptResult:
     """Run the whole adaptation. ``parent_run_id`` nests the adapt run (a sweep trial's run); ``on_metrics`` is
     called with (method, {"target": bpb, "source": bpb}) right after each method's zero-shot evaluation, before
-    LAPT, so a scheduler can stop a bad trial early."""
+    LAPT, so a scheduler can stop a bad trial early. ``cache`` (a sweep's ``platform.sweeps.ArtefactCache``)
+    shares the source model's bits per byte, the trained tokenizer and a trained helper between trials."""
     console = console or Console()
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists
     _check_methods(config)
@@ -72,7 +74,7 @@ def run_adapt(
     staging.mkdir(parents=True)
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     try:
-        result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics)
+        result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics, cache)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -87,7 +89,7 @@ def run_adapt(
 
 def _run(
     config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console,
-    parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None,
+    parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None, cache: Any = None,
 ) -> AdaptResult:
     from vocadapt.platform.models import build_helper, load_source_model, load_source_tokenizer
 
@@ -111,7 +113,7 @@ def _run(
 
         console.rule("[bold]2. target tokenizer")
         target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
-            config, inputs, source_tokenizer, workdir
+            config, inputs, source_tokenizer, workdir, cache
         )
         tokenizer_sha = sha256_tree(tokenizer_dir)
         tracker.log_artifact(parent_id, tokenizer_dir, "tokenizer")
@@ -132,10 +134,17 @@ def _run(
 
         console.rule("[bold]5. source model, zero-shot bits per byte")
         source_model = load_source_model(config, inputs.source_model)
-        source_bpb = _bits_per_byte(source_model, source_tokenizer, held_out, config)
+        if cache is None:
+            source_bpb = _bits_per_byte(source_model, source_tokenizer, held_out, config)
+        else:
+            source_bpb = cache.source_bits_per_byte(
+                config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
 
-        helper = build_helper(config, target_tokenizer, inputs)
+        if cache is None:
+            helper = build_helper(config, target_tokenizer, inputs)
+        else:
+            helper = cache.helper(config, inputs, tokenizer_sha, lambda: build_helper(config, target_tokenizer, inputs))
         outcomes = []
         for method in config.init.methods:
             console.rule(f"[bold]4-7. method {method}")
@@ -207,7 +216,7 @@ def _check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Co
                           f"{checked.language_share:.1%} labelled {report.expected_label} (bound {report.min_share:.0%})")
 
 
-def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path):
+def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cache=None):
     """Train the target tokenizer, then replace the source vocabulary with it or expand the source with it.
 
     Returns (adapted tokenizer, what changed: ``.target_to_source`` and ``.new_token_ids``, saved folder)."""
@@ -215,11 +224,15 @@ def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path):
     from vocadapt.components.tokenizers.train import train_tokenizer
 
     settings = tokenizer_settings_for(config.target.language, config.tokenizer.kind)
-    trained = train_tokenizer(
-        list(inputs.target_train), vocab_size=config.tokenizer.vocab_size, out_dir=workdir / "tokenizer-trained",
-        min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
-        seed=config.seed, like=source_tokenizer, **settings,
-    )
+
+    def train(out_dir: Path):
+        return train_tokenizer(
+            list(inputs.target_train), vocab_size=config.tokenizer.vocab_size, out_dir=out_dir,
+            min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
+            seed=config.seed, like=source_tokenizer, **settings,
+        )
+
+    trained = train(workdir / "tokenizer-trained") if cache is None else cache.trained_tokenizer(config, inputs, train)
     if config.init.mode == "replace":
         from vocadapt.components.tokenizers.replace import replace_vocabulary
 

@@ -4,6 +4,9 @@ MLflow parent run for the sweep with one child run per trial, a leaderboard, and
 Reads top to bottom: setup (validate every trial value, create the experiment and the parent run in the driver),
 run (Tune), report (close what Tune left open, leaderboard, best configuration, registry). A failed trial is
 recorded as failed and the others go on; ``resume=True`` continues an interrupted sweep under the same parent run.
+Trials share what their values do not change (the source model's bits per byte, a trained tokenizer, a fastText
+helper) through ``<storage_path>/<name>/cache``; each trial's run is tagged ``vocadapt.cache.<kind>``: computed or
+reused.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from rich.console import Console
 from vocadapt.platform.commands._errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.sweeps import (
-    METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below, fit,
-    log_config_params, loggable, read_state, trial_experiment, validate_sweep, write_state,
+    METRIC, ArtefactCache, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below,
+    fit, log_config_params, loggable, read_state, trial_experiment, validate_sweep, write_state,
 )
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
@@ -318,10 +321,19 @@ def adapt_objective(config: ExperimentConfig, trial: TrialContext) -> TrialOutco
     """
     from vocadapt.pipelines.adapt import run_adapt
 
+    def record(kind: str, status: str, key: str) -> None:
+        # logged as it happens (ASHA may end the trial early), through the client: Tracker.set_tags masks every
+        # key containing "token", which would hide vocadapt.cache.tokenizer
+        trial.tracker.client.set_tag(trial.trial_run_id, f"vocadapt.cache.{kind}", status)
+        trial.tracker.client.set_tag(trial.trial_run_id, f"vocadapt.cache.{kind}_key", key)
+
+    cache = ArtefactCache(Path(trial.cache_dir), on_event=record) if trial.cache_dir else None
+
     def report_zero_shot(method: str, zero_shot: dict[str, float]) -> None:
         trial.report({METRIC: zero_shot["target"], "bpb_source": zero_shot["source"]})
 
-    result = run_adapt(config, Console(quiet=True), parent_run_id=trial.trial_run_id, on_metrics=report_zero_shot)
+    result = run_adapt(config, Console(quiet=True), parent_run_id=trial.trial_run_id, on_metrics=report_zero_shot,
+                       cache=cache)
     best = result.best
     bpb = best.bits_per_byte
     language = config.target.language

@@ -61,6 +61,13 @@ def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_
         assert trial_run.info.run_id == row["mlflow_run_id"]
         assert trial_run.data.tags["mlflow.parentRunId"] == result.parent_run_id
         assert method_run.data.params["method"] == row["params"]["init.methods"]
+    # one trial at a time: the first computes the shared artefacts, the second reuses them, and says so
+    trial_runs = sorted((runs[row["mlflow_run_id"]] for row in result.rows), key=lambda run: run.info.start_time)
+    for kind in ("tokenizer", "source_bpb"):
+        assert [run.data.tags[f"vocadapt.cache.{kind}"] for run in trial_runs] == ["computed", "reused"], kind
+        assert len({run.data.tags[f"vocadapt.cache.{kind}_key"] for run in trial_runs}) == 1
+    assert not any("vocadapt.cache.helper" in run.data.tags for run in trial_runs)  # random and fvt need none
+    assert (tmp_path / "ray" / "adapt-sweep" / "cache" / "tokenizer").is_dir()
 
     name, version = result.registered
     tags = client.get_model_version(name, str(version)).tags
