@@ -2,8 +2,9 @@
 compare embedding structure, and log every number to MLflow.
 
 Reads top to bottom: resolve the model (a folder or ``models:/name@alias``) and the suite, build the tasks, then
-(1) lm-eval benchmarks (cloze ``acc_bytes``, translation chrF), (2) bits per byte on held-out text, (3) generation
-throughput, %Gen and speed-up against ``compare_to`` on the same prompts, (4) embedding similarity, (5) report.
+(1) lm-eval benchmarks (cloze ``acc_bytes``, translation chrF; with ``generation.backend: vllm`` the generative
+tasks go to a vLLM server for the model's folder), (2) bits per byte on held-out text, (3) generation throughput,
+%Gen and speed-up against ``compare_to`` on the same prompts, (4) embedding similarity, (5) report.
 
 Metric names (one evaluation run per call, in the model's experiment):
 
@@ -168,11 +169,13 @@ def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, co
     metrics: dict[str, float] = {}
     model, tokenizer = load_model(resolved.path)
     source = load_model(Path(request.compare_to)) if request.compare_to else None
-    contenders = [("", model, tokenizer)] + ([("source_model.", *source)] if source else [])
-    for prefix, candidate, candidate_tokenizer in contenders:
+    contenders = [("", resolved.path, model, tokenizer)]
+    if source:
+        contenders.append(("source_model.", Path(request.compare_to), *source))
+    for prefix, folder, candidate, candidate_tokenizer in contenders:
         console.rule(f"[bold]benchmarks {prefix or 'model'}")
         step = parameter_counts(candidate)
-        step |= harness_step(suite, candidate, candidate_tokenizer, tasks)
+        step |= harness_step(suite, candidate, candidate_tokenizer, tasks, model_dir=folder, work_dir=work_dir)
         step |= bits_per_byte_step(suite, candidate, candidate_tokenizer, request.held_out, tasks)
         metrics |= {f"{prefix}{key}": value for key, value in step.items()}
         tracker.log_metrics(run_id, {f"{prefix}{key}": value for key, value in step.items()})

@@ -46,3 +46,22 @@ def quick_suite_overrides() -> dict[str, str]:
         "bits_per_byte.documents": "8", "bits_per_byte.max_length": "64", "similarity.anchors_per_kind": "8",
         "generation.repeats": "1",
     }
+
+
+@pytest.fixture(scope="session")
+def vllm_sized_model(tmp_path_factory, adapted_model_dir) -> Path:
+    """The adapted tiny model's tokenizer with a Llama whose head_dim is 32: vLLM's CPU attention has no kernel
+    for head_dim 8 ("Unsupported CPU attention configuration: head_dim=8")."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("vllm-model")
+    tokenizer = AutoTokenizer.from_pretrained(adapted_model_dir)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -5,7 +5,6 @@ when the serving environment is absent (`ensure_serving_venv()` builds it: a lar
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -15,25 +14,6 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(not serving_python().is_file(), reason="no vLLM serving environment (ensure_serving_venv)"),
 ]
-
-
-@pytest.fixture(scope="module")
-def vllm_sized_model(tmp_path_factory, adapted_model_dir) -> Path:
-    """The adapted tiny model's tokenizer with a Llama whose head_dim is 32: vLLM's CPU attention has no kernel
-    for head_dim 8 ("Unsupported CPU attention configuration: head_dim=8")."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    folder = tmp_path_factory.mktemp("vllm-model")
-    tokenizer = AutoTokenizer.from_pretrained(adapted_model_dir)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def test_vllm_server_generates_greedily_like_transformers(vllm_sized_model, tmp_path):
