@@ -17,7 +17,8 @@ first of them comes up). Two phases, so that a run cut short still has the first
 
 Reference rows: the unadapted source model, and (last) the source model after the same LAPT with its own tokenizer
 (SAVA's "LAPT" baseline: the same documents, but the same number of *tokens* covers less Italian text).
-On 2 idle cores the defaults take about 25 minutes; a loaded machine stretches that several times.
+On 2 idle cores the defaults should take about 30 minutes (estimated from CPU time); a loaded machine stretches
+that several times.
 
     nice -n 5 python benchmarks/init_quality.py
 
