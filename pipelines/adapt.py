@@ -61,7 +61,7 @@ def run_adapt(
 ) -> AdaptResult:
     """Run the whole adaptation. ``parent_run_id`` nests the adapt run (a sweep trial's run); ``on_metrics`` is
     called with (method, {"target": bpb, "source": bpb}) right after each method's zero-shot evaluation, before
-    LAPT, so a scheduler can stop a bad trial early. ``cache`` (a sweep's ``platform.sweeps.ArtefactCache``)
+    LAPT, so a scheduler can stop a bad trial early. ``cache`` (a sweep's ``platform.sweep_cache.ArtefactCache``)
     shares the source model's bits per byte, the trained tokenizer and a trained helper between trials."""
     console = console or Console()
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists

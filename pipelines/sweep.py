@@ -25,9 +25,10 @@ from rich.console import Console
 from vocadapt.platform.commands._errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.sweeps import (
-    METRIC, ArtefactCache, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below,
+    METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below,
     fit, log_config_params, loggable, read_state, trial_experiment, validate_sweep, write_state,
 )
+from vocadapt.platform.sweep_cache import ArtefactCache
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
 FINISHED, FAILED, STOPPED, INTERRUPTED = "FINISHED", "FAILED", "STOPPED", "INTERRUPTED"
