@@ -14,20 +14,15 @@ EXIT_REFUSED = 1
 
 def load_gates(path: Path | None):
     """Gates from a YAML file: its ``promotion:`` section (a sweep config has one) or a bare mapping of gates."""
-    import yaml
     from pydantic import ValidationError
 
+    from vocadapt.platform.config import read_yaml_mapping
     from vocadapt.platform.registry import PromotionGates
 
     if path is None:
         return PromotionGates()
-    if not path.is_file():
-        raise UserError(f"gates file {path} does not exist; pass a YAML with a `promotion:` section")
-    try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise UserError(f"gates file {path} is not valid YAML: {error}") from error
-    section = tree.get("promotion", tree) if isinstance(tree, dict) else None
+    tree = read_yaml_mapping(path, "gates file", "configs/sweeps/italian-smollm2.yaml (its `promotion:` section)")
+    section = tree.get("promotion", tree)
     if not isinstance(section, dict):
         raise UserError(f"gates file {path} must hold a mapping of gates (or a `promotion:` section)")
     try:
