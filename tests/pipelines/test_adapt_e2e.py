@@ -103,6 +103,8 @@ def _no_output_no_registry(tmp_path: Path) -> None:
         ("unknown method", {"init.methods": "[fvt, telepathy]"}, "telepathy"),
         ("helper missing", {"init.methods": "[sava]"}, "helper"),
         ("malformed config", {"lapt.max_steps": "many"}, "lapt.max_steps"),
+        ("missing word list", {"init.mode": "expand", "tokenizer.protect_lexicon": "/nonexistent/words.txt"},
+         "tokenizer.protect_lexicon"),
     ],
 )
 def test_bad_input_fails_early(tmp_path, tiny_model, corpora, monkeypatch, case, extra, message):
