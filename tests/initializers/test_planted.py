@@ -71,31 +71,76 @@ def test_sava_sgd_variant_runs_latentis_and_approaches_the_map():
     assert torch.nn.functional.cosine_similarity(rows - centre, source[new_ids] - centre).mean() > 0.95
 
 
-def test_salt_recovers_planted_per_neighbourhood_maps():
-    """Three clusters of helper vectors, each with its own linear map into the source space."""
+def _planted_clusters(bias_scale: float):
+    """Three clusters of helper vectors, each with its own map into the source space: linear (bias_scale 0) or
+    affine, x W + b. Returns source rows, the new ids (two per cluster), the overlap and the helper."""
     generator = torch.Generator().manual_seed(0)
     helper_dim, hidden, per_cluster = 4, 10, 24
     maps = torch.randn(3, helper_dim, hidden, generator=generator)
-    vectors, rows, cluster_of = [], [], []
+    biases = bias_scale * torch.randn(3, hidden, generator=generator)
+    vectors, rows = [], []
     for cluster in range(3):
         centre = torch.zeros(helper_dim)
         centre[cluster] = 5.0
         points = centre + 0.5 * torch.randn(per_cluster, helper_dim, generator=generator)
         vectors.append(points)
-        rows.append(points @ maps[cluster])
-        cluster_of += [cluster] * per_cluster
+        rows.append(points @ maps[cluster] + biases[cluster])
     vectors, source = torch.cat(vectors), torch.cat(rows)
     new_ids = [cluster * per_cluster + offset for cluster in range(3) for offset in (0, 1)]
     overlap = {token: token for token in range(len(source)) if token not in new_ids}
     helper = TokenVectors(vectors, torch.ones(len(vectors), dtype=torch.bool), "vectors", "planted")
-    # the paper's plain pseudo-inverse (ridge -> 0) recovers each planted map exactly
-    result = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2, ridge=1e-9)
+    return source, new_ids, overlap, helper
+
+
+def test_salt_recovers_planted_per_neighbourhood_maps():
+    """The paper's form (linear maps, plain pseudo-inverse) recovers each cluster's planted linear map exactly; one
+    global map (SAVA) cannot fit three different maps."""
+    source, new_ids, overlap, helper = _planted_clusters(bias_scale=0.0)
+    result = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2, ridge=1e-9, intercept=0.0)
     assert torch.allclose(result, source[new_ids], atol=1e-3, rtol=1e-3)
-    regularised = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2)  # the default ridge
-    assert torch.nn.functional.cosine_similarity(regularised, source[new_ids]).min() > 0.99
-    # one global map (SAVA) cannot fit three different maps
+    defaults = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2)  # ridge 1, intercept 1
+    assert torch.nn.functional.cosine_similarity(defaults, source[new_ids]).min() > 0.95
     global_fit = _run("sava", _problem(source, new_ids, overlap, helper))
     assert not torch.allclose(global_fit, source[new_ids], atol=1e-1)
+
+
+def test_salt_intercept_recovers_planted_affine_maps_that_the_linear_form_misses():
+    """Per-cluster maps with a bias: the intercept coordinate fits x W + b exactly; the paper's linear form cannot
+    represent the bias and misses."""
+    source, new_ids, overlap, helper = _planted_clusters(bias_scale=3.0)
+    affine = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2, ridge=1e-9, intercept=1.0)
+    assert torch.allclose(affine, source[new_ids], atol=1e-3, rtol=1e-3)
+    linear = _run("salt", _problem(source, new_ids, overlap, helper), temperature=0.2, ridge=1e-9, intercept=0.0)
+    assert (linear - source[new_ids]).norm(dim=1).max() > 0.1
+
+
+def test_salt_intercept_keeps_the_neighbours_common_component_when_the_query_is_outside_their_span():
+    """Fewer neighbours than helper dimensions (always, with fastText and a few dozen neighbours): a new token
+    whose helper vector is orthogonal to its neighbours' gets the origin from the linear form and about the mean
+    of the neighbours' source rows, their shared component, from the affine form (all the more, the larger the
+    intercept)."""
+    generator = torch.Generator().manual_seed(2)
+    helper_dim, hidden = 16, 8
+    vectors = torch.zeros(5, helper_dim)
+    vectors[1:, :4] = torch.eye(4) + 0.1  # four shared tokens spanning the first four directions
+    vectors[0, 8] = 1.0  # the new token: orthogonal to them
+    common = 5.0 * torch.ones(hidden)
+    source = common + 0.1 * torch.randn(5, hidden, generator=generator)
+    overlap = {token: token for token in range(1, 5)}
+    helper = TokenVectors(vectors, torch.ones(5, dtype=torch.bool), "vectors", "orthogonal")
+    problem = _problem(source, [0], overlap, helper)
+    # a high temperature keeps all four neighbours (their cosines with the query are all 0)
+    linear = _run("salt", problem, temperature=10.0, ridge=1e-9, intercept=0.0)
+    assert linear.norm() < 1e-4
+    mean = source[1:].mean(0)
+    previous_share = 0.0
+    for intercept in (1.0, 3.0, 10.0):  # the coefficients sum to c^2-weighted shares of one, rising with c
+        affine = _run("salt", problem, temperature=10.0, ridge=1e-9, intercept=intercept)[0]
+        assert torch.nn.functional.cosine_similarity(affine, mean, dim=0) > 0.999
+        share = float(affine.norm() / mean.norm())
+        assert previous_share < share <= 1.0
+        previous_share = share
+    assert previous_share > 0.98
 
 
 def test_salt_ridge_keeps_rows_bounded_when_neighbours_are_nearly_collinear():
@@ -115,7 +160,7 @@ def test_salt_ridge_keeps_rows_bounded_when_neighbours_are_nearly_collinear():
     overlap = {token: token for token in range(count) if token not in new_ids}
     helper = TokenVectors(vectors, torch.ones(count, dtype=torch.bool), "vectors", "collinear")
     problem = _problem(source, new_ids, overlap, helper)
-    plain = _run("salt", problem, ridge=1e-12)
+    plain = _run("salt", problem, ridge=1e-12, intercept=0.0)
     regularised = _run("salt", problem)
     scale = source.norm(dim=1).max()
     assert plain.norm(dim=1).max() > 5 * scale  # the failure the ridge is there for
