@@ -7,7 +7,7 @@ device's dense bf16 peak (H100: 989 TFLOP/s, not the 1979 sparse figure). Goal (
 1B shape on one H100. Skipped (exit 0 with a message) without a GPU.
 
     python benchmarks/lapt_throughput.py [--shapes smollm2-135m llama-3.2-1b] [--steps 20]
-        [--batch-size 8] [--sequence-length 2048] [--json out.json]
+        [--batch-size 8] [--sequence-length 2048] [--grad-accumulation 1 6] [--compile off on] [--json out.json]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def build_model(shape: str):
     return LlamaForCausalLM(config), "random weights"
 
 
-def measure(shape: str, args) -> dict:
+def measure(shape: str, args, accumulation: int, compiled: bool) -> dict:
     import torch
 
     from vocadapt.components.training import LaptData, LaptSettings, train_lapt
@@ -70,15 +70,16 @@ def measure(shape: str, args) -> dict:
     if args.activation_checkpointing:
         model.gradient_checkpointing_enable()
     settings = LaptSettings(max_steps=args.steps, batch_size=args.batch_size, sequence_length=args.sequence_length,
-                            learning_rate=1e-4, warmup_steps=2, log_every=1, eval_every=0)
+                            learning_rate=1e-4, warmup_steps=2, log_every=1, eval_every=0,
+                            grad_accumulation_steps=accumulation, compile=compiled)
     data = LaptData({"target": [f"it-{i}" for i in range(4096)], "source": [f"en-{i}" for i in range(4096)]})
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": 2, "precision": "bf16"}, settings)
     result = train_lapt(model, SyntheticTokenizer(model.config.vocab_size), data, settings, engine_factory=factory)
     after_warmup = [m for step, m in result.history if step > 3]
     figures = {
-        "shape": shape, "weights": weights, "device": torch.cuda.get_device_name(0),
+        "shape": shape + (" compiled" if compiled else ""), "weights": weights, "device": torch.cuda.get_device_name(0),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "batch": f"{args.batch_size} x {args.sequence_length}",
+        "batch": f"{accumulation} x {args.batch_size} x {args.sequence_length}",
         "tokens_per_second_per_device": statistics.median(m["tokens_per_second_per_device"] for m in after_warmup),
         "mfu": statistics.median(m["mfu"] for m in after_warmup) if "mfu" in after_warmup[0] else None,
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
@@ -96,18 +97,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--sequence-length", type=int, default=2048)
     parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--grad-accumulation", type=int, nargs="+", default=[1, 6],
+                        help="micro-batches per optimizer step; 6 x 8 sequences is SAVA's Mistral-7B run per GPU "
+                             "(global batch 3,072 on 64 GPUs)")
+    parser.add_argument("--compile", nargs="+", type=lambda v: v == "on", default=[False, True],
+                        metavar="{off,on}", help="torch.compile each decoder layer (fuses norms, rotary, SwiGLU)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("lapt_throughput: no CUDA device here; skipped (run it on a GPU machine)")
         return 0
-    rows = [measure(shape, args) for shape in args.shapes]
+    if args.one:  # a child process: one configuration, its figures as JSON on the last line
+        shape, accumulation, compiled = json.loads(args.one)
+        print(json.dumps(measure(shape, args, accumulation, compiled)), flush=True)
+        return 0
+    rows = []
+    for shape in args.shapes:
+        for accumulation in args.grad_accumulation:
+            for compiled in args.compile:
+                rows.append(_measure_in_child(argv, shape, accumulation, compiled))
+                print(json.dumps(rows[-1]), flush=True)
     _print(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
     return 0
+
+
+def _measure_in_child(argv: list[str] | None, shape: str, accumulation: int, compiled: bool) -> dict:
+    """Each configuration in its own process: DeepSpeed keeps references to a finished engine's buffers, so a
+    second 1B model in the same process ran out of memory."""
+    import subprocess
+
+    command = [sys.executable, __file__, *(sys.argv[1:] if argv is None else argv),
+               "--one", json.dumps([shape, accumulation, compiled])]
+    completed = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if completed.returncode != 0:
+        raise SystemExit(f"lapt_throughput: {shape} (accumulation {accumulation}, compiled {compiled}) failed")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def _print(rows: list[dict]) -> None:

@@ -111,6 +111,11 @@ class LaptSection(Section):
     peak_flops: float | None = Field(
         None, gt=0, description="Dense bf16 peak FLOP/s of one device for MFU; default: detected (H100 989e12)."
     )
+    compile: bool | str = Field(
+        False, description="torch.compile each decoder layer (true: inductor, or a backend name). On one H100, "
+        "Llama-3.2-1B-shaped LAPT under ZeRO-2 ran 1.24-1.28x faster (BENCHMARKS.md); compiling costs about a "
+        "minute at the start. Off on CPU unless asked."
+    )
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
 
     @field_validator("mixing")

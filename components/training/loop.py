@@ -25,7 +25,7 @@ from vocadapt.components.training.mtp import MultiTokenPrediction
 from vocadapt.components.training.settings import LaptSettings
 from vocadapt.components.training.strategies import (
     Stage, add_lora, base_causal_lm, count_parameters, merge_lora, plan_stages, set_trainable, uses_lora)
-from vocadapt.components.training.throughput import detect_peak_flops, flops_per_token
+from vocadapt.components.training.throughput import compile_decoder_layers, detect_peak_flops, flops_per_token
 
 CheckpointHook = Callable[[int, Callable[[Path], None], dict], None]
 
@@ -83,6 +83,8 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings, logger: Me
     rank, world_size = _topology()
     torch.manual_seed(settings.seed)  # LoRA initialisation is random; every rank must draw the same
     lm = add_lora(model, settings) if uses_lora(settings) else model
+    if settings.compile_backend:
+        compile_decoder_layers(lm, settings.compile_backend)
     module = MultiTokenPrediction(lm) if settings.objective == "mtp" else lm
     run = _Run(settings, lm, module, tokenizer,
                PackedMixture(data, tokenizer, mixing=settings.mixing, sequence_length=settings.sequence_length,
@@ -145,23 +147,28 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
 def _train_step(run: _Run, engine, stage: Stage) -> dict[str, float]:
     """One optimizer step over grad_accumulation_steps micro-batches. Returns this step's metrics."""
     settings, started = run.settings, time.perf_counter()
-    loss_sum = torch.zeros(2)  # next-token loss summed over micro-batches, micro-batch count
+    loss_sum = None  # next-token loss summed over micro-batches, kept on the device: no sync per micro-batch
     stream_tokens = {name: 0 for name in run.mixture.names}
     for _ in range(settings.grad_accumulation_steps):
         batch = run.mixture.next_batch(settings.batch_size)
         device = next(run.module.parameters()).device
         with engine.micro_batch():  # DDP: no gradient all-reduce before the window's last micro-batch
-            out = engine.module(input_ids=batch.input_ids.to(device),
-                                attention_mask=batch.attention_mask.to(device), labels=batch.input_ids.to(device))
+            # use_cache=False: a training forward must not build a KV cache (memory, and under torch.compile its
+            # per-layer state made every decoder layer recompile until dynamo's limit left most of them eager)
+            out = engine.module(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
+                                labels=batch.input_ids.to(device), use_cache=False)
             engine.backward(out.loss)
         engine.step()
-        loss_sum += torch.tensor([float(getattr(out, "next_token_loss", out.loss).detach()), 1.0])
+        loss = getattr(out, "next_token_loss", out.loss).detach().float()
+        loss_sum = loss if loss_sum is None else loss_sum + loss
+        del out  # its logits (batch x length x vocab) must not live on through the next micro-batch's forward
         for name, row in zip(batch.streams, batch.attention_mask):
             stream_tokens[name] += int(row.sum())  # real tokens only: padding would be zeros here
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
-    counts = torch.tensor([*loss_sum.tolist(), *stream_tokens.values()], dtype=torch.float64)
+    counts = torch.tensor([float(loss_sum), settings.grad_accumulation_steps, *stream_tokens.values()],
+                          dtype=torch.float64)
     if run.world_size > 1:  # every rank's tokens count; the loss is the mean over ranks
         torch.distributed.all_reduce(counts)
     real_tokens = int(counts[2:].sum())

@@ -36,9 +36,11 @@ class MultiTokenPrediction(nn.Module):
                 self.extra_head.bias.copy_(head.bias)
         self.extra_head.to(head.weight.device, head.weight.dtype)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, labels=None) -> MtpOutput:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, labels=None,
+                use_cache: bool = False) -> MtpOutput:
         """input_ids: (batch, length). Targets are the inputs shifted by one and by two."""
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                         use_cache=use_cache)
         hidden = out.hidden_states[-1]  # (batch, length, hidden), after the final norm
         next_loss = F.cross_entropy(out.logits[:, :-1].flatten(0, 1).float(), input_ids[:, 1:].flatten())
         second = self.extra_head(hidden[:, :-2])  # (batch, length - 2, vocab)

@@ -43,6 +43,14 @@ class LaptSettings:
     checkpoint_every: int = 0  # 0: no checkpoints
     seed: int = 0
     peak_flops: float | None = None  # per device; None: detected (H100 dense bf16 989e12), unknown on CPU
+    compile: bool | str = False  # torch.compile each decoder layer: True (inductor) or a backend name
+
+    @property
+    def compile_backend(self) -> str | None:
+        """The torch.compile backend for the decoder layers, or None (eager)."""
+        if self.compile is True:
+            return "inductor"
+        return self.compile or None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -53,6 +61,8 @@ class LaptSettings:
             raise ValueError(f"second_stage must be 'full' or 'lora', got {self.second_stage!r}")
         if self.schedule not in ("cosine", "constant"):
             raise ValueError(f"schedule must be 'cosine' or 'constant', got {self.schedule!r}")
+        if not isinstance(self.compile, (bool, str)):
+            raise ValueError(f"compile must be true, false or a torch.compile backend name, got {self.compile!r}")
         if not self.max_steps and not self.max_tokens:
             raise ValueError("LAPT needs a budget: set max_steps or max_tokens to a positive number")
 

@@ -70,7 +70,7 @@ def transformer_layers(model: nn.Module) -> nn.ModuleList:
     for module in base.modules():
         if isinstance(module, nn.ModuleList) and len(module) == count:
             return module
-    raise ValueError(f"found no list of {count} decoder layers in {type(base).__name__}; 2x2-ls needs one")
+    raise ValueError(f"found no list of {count} decoder layers in {type(base).__name__}; 2x2-ls and compile need one")
 
 
 def embedding_parameters(model: nn.Module) -> list[nn.Parameter]:

@@ -31,3 +31,15 @@ def flops_per_token(model: nn.Module, sequence_length: int) -> float:
         params.pop(id(embedding), None)
     layers, hidden = config.num_hidden_layers, config.hidden_size
     return 6 * sum(params.values()) + 12 * layers * hidden * sequence_length
+
+
+def compile_decoder_layers(model: nn.Module, backend: str = "inductor") -> int:
+    """torch.compile every decoder layer in place (``nn.Module.compile``, per block as torchtitan does): norms,
+    rotary and the gated MLP fuse; the parameters stay the module's own, so DDP's and DeepSpeed's gradient hooks,
+    LoRA and the state dict are unchanged. Returns the number of layers compiled."""
+    from vocadapt.components.training.strategies import transformer_layers
+
+    layers = transformer_layers(model)
+    for layer in layers:
+        layer.compile(backend=backend)
+    return len(layers)

@@ -116,3 +116,28 @@ def test_flops_per_token_counts_matrix_products_once(tie):
     assert flops_per_token(model, T) == 6 * (body + V * H) + 12 * L * H * T
     if not torch.cuda.is_available():
         assert detect_peak_flops() is None  # no MFU on CPU rather than a made-up one
+
+
+def test_compiled_decoder_layers_train_to_the_same_losses(tokenizer):
+    """lapt.compile: every decoder layer goes through torch.compile (aot_eager here: the graph capture and
+    autograd split of inductor without its CPU code generation, which would take minutes on 2 cores); the losses
+    match eager training step for step."""
+    eager = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, _settings(grad_accumulation_steps=2))
+    model = make_model(len(tokenizer))
+    compiled = train_lapt(model, tokenizer, DATA, _settings(grad_accumulation_steps=2, compile="aot_eager"))
+    assert all(layer._compiled_call_impl is not None for layer in model.model.layers)
+    assert [loss for _, loss in compiled.series("loss")] == pytest.approx(
+        [loss for _, loss in eager.series("loss")], rel=1e-4)
+    assert LaptSettings(compile=True).compile_backend == "inductor" and LaptSettings().compile_backend is None
+    with pytest.raises(ValueError, match="compile must be"):
+        LaptSettings(compile=3)
+
+
+def test_training_forward_builds_no_kv_cache(tokenizer):
+    """A KV cache in a training forward costs memory and, under torch.compile, made every decoder layer
+    recompile (dynamo guards on the cache's per-layer state) until most layers fell back to eager."""
+    model = make_model(len(tokenizer))
+    seen = []
+    model.register_forward_hook(lambda module, args, kwargs, out: seen.append(out.past_key_values), with_kwargs=True)
+    train_lapt(model, tokenizer, DATA, _settings(max_steps=2))
+    assert seen and all(cache is None for cache in seen)
