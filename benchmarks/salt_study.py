@@ -14,7 +14,8 @@ neighbours' source rows with coefficients that need not sum to one. The grid var
 
 Same tokenizer, helper and documents as ``benchmarks/init_quality.py`` (its ``--work`` cache is reused).
 
-    python benchmarks/salt_study.py [--work /tmp/vocadapt-init-quality] [--json salt.json]
+    python benchmarks/salt_study.py [--work /tmp/vocadapt-init-quality] [--ridge ...] [--intercept ...]
+        [--max-neighbours ...] [--temperature ...] [--documents 16] [--offset 0] [--json salt.json]
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, nargs="+", default=[1.0])
     parser.add_argument("--intercept", type=float, nargs="+", default=[0.0])
     parser.add_argument("--documents", type=int, default=16)
+    parser.add_argument("--offset", type=int, default=0,
+                        help="skip this many held-out documents first (0: init_quality's; 16 or more: a check on "
+                             "documents the defaults were not chosen on)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     quality = _quality_module()
@@ -67,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     source_model = AutoModelForCausalLM.from_pretrained(str(quality.MODEL), dtype=torch.float32).eval()
     replacement = quality._target_tokenizer(settings, source_tokenizer, corpus)
     helper = quality._helper(settings, replacement.tokenizer, corpus)
-    documents = {language: quality._documents(language, args.documents) for language in ("it", "en")}
+    documents = {language: quality._documents(language, args.offset + args.documents)[args.offset:]
+                 for language in ("it", "en")}
     source_norm = float(source_model.get_input_embeddings().weight.norm(dim=1).mean())
     new_ids = torch.as_tensor(list(replacement.new_token_ids))
 
