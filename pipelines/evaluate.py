@@ -162,6 +162,7 @@ def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, co
         generation_step,
         harness_step,
         load_model,
+        model_servers,
         parameter_counts,
         similarity_step,
     )
@@ -172,19 +173,21 @@ def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, co
     contenders = [("", resolved.path, model, tokenizer)]
     if source:
         contenders.append(("source_model.", Path(request.compare_to), *source))
-    for prefix, folder, candidate, candidate_tokenizer in contenders:
-        console.rule(f"[bold]benchmarks {prefix or 'model'}")
-        step = parameter_counts(candidate)
-        step |= harness_step(suite, candidate, candidate_tokenizer, tasks, model_dir=folder, work_dir=work_dir)
-        step |= bits_per_byte_step(suite, candidate, candidate_tokenizer, request.held_out, tasks)
-        metrics |= {f"{prefix}{key}": value for key, value in step.items()}
-        tracker.log_metrics(run_id, {f"{prefix}{key}": value for key, value in step.items()})
-    if tasks is not None and tasks.translation_tasks:
-        console.rule(f"[bold]generation ({suite.generation.backend})")
-        step = generation_step(suite, tasks, resolved.path, model, tokenizer, request.compare_to, source,
-                               work_dir, console)
-        metrics |= step
-        tracker.log_metrics(run_id, step)
+    # with vLLM, one server per model for its benchmarks and the generation step, stopped before similarity
+    with model_servers(suite, {prefix: folder for prefix, folder, *_ in contenders}, work_dir) as servers:
+        for prefix, folder, candidate, candidate_tokenizer in contenders:
+            console.rule(f"[bold]benchmarks {prefix or 'model'}")
+            step = parameter_counts(candidate)
+            step |= harness_step(suite, candidate, candidate_tokenizer, tasks, served=servers.get(prefix))
+            step |= bits_per_byte_step(suite, candidate, candidate_tokenizer, request.held_out, tasks)
+            metrics |= {f"{prefix}{key}": value for key, value in step.items()}
+            tracker.log_metrics(run_id, {f"{prefix}{key}": value for key, value in step.items()})
+        if tasks is not None and tasks.translation_tasks:
+            console.rule(f"[bold]generation ({suite.generation.backend})")
+            step = generation_step(suite, tasks, resolved.path, model, tokenizer, request.compare_to, source,
+                                   work_dir, console, servers=servers)
+            metrics |= step
+            tracker.log_metrics(run_id, step)
     peers = {"helper": request.helper, **{Path(p).name: p for p in request.similar_to}}
     peers = {name: path for name, path in peers.items() if path}
     if peers:

@@ -1,0 +1,94 @@
+"""The offline-vllm suite starts one vLLM server per model, which serves both its benchmarks and the generation
+step (warmed up before timing), and stops it afterwards, after Ctrl-C too.
+
+Only what needs the serving environment is faked: the server (started and stopped, no process) and the two clients
+that would talk to it over HTTP (lm-eval's ``local-completions`` and ``VllmBackend``), which generate with the
+folder's model in memory instead. The real server is exercised by test_vllm_harness and test_vllm_backend."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture()
+def fake_vllm(monkeypatch):
+    """Every start, stop and generation of the fake vLLM servers, as (event, resolved model folder, ...)."""
+    from vocadapt.platform.evaluation import generation, harness, serving
+    from vocadapt.platform.evaluation.steps import load_model
+
+    events = []
+
+    class FakeServer(serving.VllmServer):
+        def __enter__(self):
+            events.append(("start", self.model_name))
+            self.port = 8000
+            return self
+
+        def stop(self):
+            events.append(("stop", self.model_name))
+
+    def completions_model(base_url, model_name, tokenizer_dir, *, batch_size, max_length, seed):
+        from lm_eval.models.huggingface import HFLM
+
+        model, tokenizer = load_model(Path(model_name))
+        return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length)
+
+    class FakeBackend(generation.TransformersBackend):
+        def __init__(self, base_url, model_name):
+            super().__init__(*load_model(Path(model_name)))
+            self.model_name = model_name
+
+        def generate(self, prompts, *, max_new_tokens):
+            events.append(("generate", self.model_name, max_new_tokens))
+            return super().generate(prompts, max_new_tokens=max_new_tokens)
+
+    monkeypatch.setattr(serving, "VllmServer", FakeServer)
+    monkeypatch.setattr(harness, "completions_model", completions_model)
+    monkeypatch.setattr(generation, "VllmBackend", FakeBackend)
+    return events
+
+
+def test_one_server_per_model_serves_benchmarks_and_generation(tmp_path, fake_vllm, adapted_model_dir,
+                                                                source_model_dir, held_out, quick_suite_overrides):
+    from vocadapt.pipelines.evaluate import EvaluationRequest, run_evaluate
+
+    request = EvaluationRequest(
+        model=str(adapted_model_dir), suite="offline-vllm", compare_to=str(source_model_dir),
+        suite_overrides=quick_suite_overrides | {"harness.limit": "2"}, held_out=held_out,
+        tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", work_dir=tmp_path / "work",
+    )
+    metrics = run_evaluate(request).metrics
+
+    folders = [str(Path(folder).resolve()) for folder in (adapted_model_dir, source_model_dir)]
+    kinds = [event[0] for event in fake_vllm]
+    assert Counter(event[:2] for event in fake_vllm if event[0] == "start") == {("start", f): 1 for f in folders}
+    assert Counter(event[:2] for event in fake_vllm if event[0] == "stop") == {("stop", f): 1 for f in folders}
+    # both servers run until the generation step is over; each model's first generation is the short warm-up
+    assert kinds.index("stop") > len(kinds) - 1 - kinds[::-1].index("generate")
+    for folder in folders:
+        assert [e[2] for e in fake_vllm if e[:2] == ("generate", folder)][:2] == [4, 8]
+    for prefix in ("", "source_model."):
+        assert 0 <= metrics[f"{prefix}benchmark.vocadapt_translation_en_it.chrf"] <= 100
+        assert metrics[f"{prefix}generation.vocadapt_translation_en_it.tokens_per_second"] > 0
+
+
+def test_servers_stop_after_ctrl_c(tmp_path, fake_vllm, adapted_model_dir, source_model_dir):
+    from vocadapt.platform.evaluation.steps import model_servers
+    from vocadapt.platform.evaluation.suites import load_suite
+
+    folders = {"": adapted_model_dir, "source_model.": source_model_dir}
+    with pytest.raises(KeyboardInterrupt), model_servers(load_suite("offline-vllm"), folders, tmp_path) as servers:
+        for served in servers.values():
+            served.endpoint()
+            served.endpoint()  # started once, kept
+        raise KeyboardInterrupt
+    started = [event for event in fake_vllm if event[0] == "start"]
+    assert len(started) == 2
+    assert sorted(folder for _, folder in started) == sorted(folder for kind, folder in fake_vllm if kind == "stop")
+    with model_servers(load_suite("offline"), folders, tmp_path) as servers:
+        assert servers == {}  # the transformers backend needs no server
