@@ -6,7 +6,8 @@ as the low-resource non-Latin case), top to bottom:
 1. corpus size after language filtering, from the assets manifest;
 2. three tokenizers: SmolLM2's own; a target tokenizer trained on the language (kind by script,
    ``tokenizer_settings_for``) that replaces the vocabulary; SmolLM2's expanded with the k = 1,000 most frequent
-   new tokens of that target tokenizer ("0.01GB" §3);
+   new tokens of that target tokenizer ("0.01GB" §3), keeping the tokenization of English held-out lines and, as
+   ``vocadapt adapt`` does, of the embedded English word list (every casing, alone and after a space);
 3. language-aware fertility and parity of each on held-out paragraphs, parity against their English side as
    SmolLM2 tokenizes it ("Design choices" §5.1);
 4. zero-shot held-out bits per byte of the source model and of the replaced model initialised with ``fvt`` and
@@ -45,6 +46,10 @@ class MatrixSettings:
     expansion_k: int = 1000  # "0.01GB" §7.4 sweeps k in {50 ... 5000}
     expansion_ranking_lines: int = 5000  # training lines on which candidate tokens are ranked by frequency
     protect_lines: int = 200  # English held-out lines whose tokenization expansion must not change
+    # an English word list whose words (every casing, alone and after a space) keep their tokenization too, as
+    # adapt's tokenizer.protect_lexicon: "embedded" (the assets' lexicons/en.txt; the lines alone, with a note,
+    # where none was built), a file (one word per line), or None for the lines alone
+    protect_lexicon: str | None = "embedded"
     fertility_documents: int = 500  # held-out paragraph pairs for fertility and parity
     bpb_documents: int = 24  # held-out paragraphs for zero-shot bits per byte
     max_length: int = 128
@@ -74,6 +79,21 @@ class LanguageCorpus:
     train_files: tuple[Path, ...]
     pairs: list[tuple[str, str]]
     size: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EnglishLexicon:
+    """The English word list expansion protects besides the held-out lines.
+
+    Attributes:
+        words: the listed words, each protected in every casing, alone and after a space; empty for none.
+        name: the file they came from (``en.txt`` for the embedded list), for the record; None for none.
+        note: why there is none although one was asked for.
+    """
+
+    words: tuple[str, ...] = ()
+    name: str | None = None
+    note: str | None = None
 
 
 @dataclass
@@ -112,6 +132,30 @@ def read_pairs(path: Path, language: str, reference: str = REFERENCE_LANGUAGE) -
     return pairs
 
 
+def english_lexicon(named: str | None) -> EnglishLexicon:
+    """The word list ``MatrixSettings.protect_lexicon`` names; an empty one with a note where "embedded" was asked
+    for and none was built, a UserError for a file that does not exist."""
+    from vocadapt.platform.assets import AssetsNotBuilt, load_assets
+    from vocadapt.platform.commands._errors import UserError
+
+    if named is None:
+        return EnglishLexicon()
+    if named == "embedded":
+        try:
+            path = load_assets(languages=()).lexicon(REFERENCE_LANGUAGE)
+        except AssetsNotBuilt:
+            path = None
+        if path is None:
+            return EnglishLexicon(note="no embedded English word list (lexicons/en.txt, built by `vocadapt assets`): "
+                                       "expansion protects the English held-out lines alone")  # fmt: skip
+    else:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise UserError(f"protect_lexicon: word list {path} does not exist; fix the path, use 'embedded' (built "
+                            "by `vocadapt assets`), or none")  # fmt: skip
+    return EnglishLexicon(tuple(path.read_text(encoding="utf-8").split()), path.name)
+
+
 def run_language_matrix(
     corpora: list[LanguageCorpus],
     source_model_dir: Path,
@@ -130,6 +174,9 @@ def run_language_matrix(
     settings = settings or MatrixSettings()
     console = console or Console()
     _check_corpora(corpora, settings)
+    lexicon = english_lexicon(settings.protect_lexicon)
+    if lexicon.note:
+        console.print(f"[yellow]note:[/] {lexicon.note}")
     source_tokenizer = AutoTokenizer.from_pretrained(str(source_model_dir))
     source_model = load_source_model(ExperimentConfig(target={"language": "en"}), str(source_model_dir))  # float32, no remote code
     rows: list[dict[str, Any]] = []
@@ -141,7 +188,7 @@ def run_language_matrix(
                                            "source_model": str(source_model_dir)})
             for corpus in corpora:
                 console.rule(f"[bold]{corpus.language}")
-                row = measure_language(corpus, source_model, source_tokenizer, settings, workdir, console)
+                row = measure_language(corpus, source_model, source_tokenizer, settings, workdir, console, lexicon)
                 _track_language(tracker, parent_id, row)
                 rows.append(row)
                 shutil.rmtree(workdir / corpus.language, ignore_errors=True)
@@ -156,8 +203,8 @@ def run_language_matrix(
 
 
 def measure_language(corpus: LanguageCorpus, source_model, source_tokenizer, settings: MatrixSettings,
-                     workdir: Path, console: Console) -> dict[str, Any]:
-    """Every cell of one language's row (JSON-ready)."""
+                     workdir: Path, console: Console, lexicon: EnglishLexicon = EnglishLexicon()) -> dict[str, Any]:
+    """Every cell of one language's row (JSON-ready); ``lexicon``: English words the expansion protects too."""
     from vocadapt.components.tokenizers.language_settings import describe_settings, tokenizer_settings_for
     from vocadapt.components.tokenizers.segmentation import segmentation_for
 
@@ -168,7 +215,12 @@ def measure_language(corpus: LanguageCorpus, source_model, source_tokenizer, set
     tokenizer_settings = tokenizer_settings_for(language)
     console.print(f"  tokenizer: {describe_settings(language, tokenizer_settings)}; words: {segmentation.rule}")
     replacement, expansion = _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings,
-                                                workdir / language)
+                                                workdir / language, lexicon)
+    protection = {"english_lines": len(english[: settings.protect_lines]), "word_list": lexicon.name,
+                  "word_list_words": len(lexicon.words), "note": lexicon.note}
+    word_list = f" and the word list {lexicon.name} ({len(lexicon.words):,} words)" if lexicon.name else " alone"
+    console.print(f"  expanded by {len(expansion.new_token_ids):,} tokens, protecting {protection['english_lines']} "
+                  f"English lines{word_list}; skipped: {expansion.skipped or 'none'}", highlight=False)  # fmt: skip
     fertility = _fertility(source_tokenizer, replacement, expansion, documents, english, language, segmentation)
     for label, report in fertility.items():
         console.print(f"  {label}: {report['tokens_per_character']:.3f} tokens/char, parity {report['parity']:.2f}")
@@ -188,6 +240,7 @@ def measure_language(corpus: LanguageCorpus, source_model, source_tokenizer, set
         "tokenizer": {**tokenizer_settings, "vocab_size": len(replacement.tokenizer),
                       "new_tokens": len(replacement.new_token_ids),
                       "expansion_added": len(expansion.new_token_ids), "expansion_skipped": expansion.skipped},
+        "protection": protection,
         "corpus": corpus.size,
         "fertility": fertility,
         "bits_per_byte": bpb,
@@ -212,8 +265,10 @@ def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> N
             raise UserError(f"{corpus.language}: training file(s) missing: {', '.join(missing)}; run vocadapt assets")
 
 
-def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings, workdir: Path):
-    """The replaced vocabulary and SmolLM2's vocabulary expanded with the trained tokenizer's top-k tokens."""
+def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings, workdir: Path,
+                       lexicon: EnglishLexicon = EnglishLexicon()):
+    """The replaced vocabulary and SmolLM2's vocabulary expanded with the trained tokenizer's top-k tokens, keeping
+    the tokenization of the English lines and of the lexicon's words."""
     from vocadapt.components.tokenizers.expand import expand_with_top_k
     from vocadapt.components.tokenizers.replace import replace_vocabulary
     from vocadapt.components.tokenizers.train import iter_corpus_lines, train_tokenizer
@@ -226,7 +281,7 @@ def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, se
     replacement = replace_vocabulary(source_tokenizer, trained)
     ranking = list(iter_corpus_lines(list(corpus.train_files), settings.expansion_ranking_lines))
     expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k,
-                                  protect=english[: settings.protect_lines])
+                                  protect=english[: settings.protect_lines], protect_words=lexicon.words or None)
     return replacement, expansion
 
 
@@ -303,7 +358,9 @@ def _track_language(tracker, parent_id: str, row: dict[str, Any]) -> None:
             "vocadapt.segmentation": row["segmentation"], "vocadapt.tokenizer_kind": row["tokenizer"]["kind"]}
     with tracker.run(f"languages/{language}", parent_run_id=parent_id, tags=tags) as child:
         run_id = child.info.run_id
-        tracker.log_params(run_id, {"language": language, **{f"tokenizer.{k}": v for k, v in row["tokenizer"].items()}})
+        params = {f"tokenizer.{k}": v for k, v in row["tokenizer"].items()}
+        params |= {f"protection.{k}": v for k, v in row["protection"].items()}
+        tracker.log_params(run_id, {"language": language, **params})
         tracker.log_metrics(run_id, row_metrics(row))
         tracker.log_dict(run_id, row, "language.json")
 
@@ -343,7 +400,8 @@ def markdown_table(rows: list[dict[str, Any]], settings: MatrixSettings) -> str:
         )
     legend = (
         f"\nsrc: SmolLM2's tokenizer; tgt: a {settings.vocab_size:,}-token target tokenizer replacing it (kind by "
-        f"script); exp: SmolLM2's expanded with k = {settings.expansion_k:,} tokens. Fertility and parity on up to "
+        f"script); exp: SmolLM2's expanded with k = {settings.expansion_k:,} tokens, "
+        f"{_protection_legend(rows[-1]['protection'] if rows else {})}. Fertility and parity on up to "
         f"{settings.fertility_documents} held-out paragraphs; parity = tokens for the paragraphs / SmolLM2's tokens "
         f"for their English side. Bits per byte zero-shot on {settings.bpb_documents} paragraphs (max_length "
         f"{settings.max_length}). Speed-up of the fvt model over SmolLM2 on {settings.generation_prompts} "
@@ -352,6 +410,15 @@ def markdown_table(rows: list[dict[str, Any]], settings: MatrixSettings) -> str:
         "paragraphs, which bounds the speed-up at equal cost per token).\n"
     )
     return "\n".join(lines) + "\n" + legend
+
+
+def _protection_legend(protection: dict[str, Any]) -> str:
+    """What the expansion kept as it was, for the legend (the same for every row of one run)."""
+    lines = f"keeping the tokenization of {protection.get('english_lines', 0)} English held-out lines"
+    if protection.get("word_list"):
+        return (f"{lines} and of the {protection['word_list_words']:,} words of the English word list "
+                f"{protection['word_list']} (every casing, alone and after a space)")
+    return f"{lines} ({protection['note']})" if protection.get("note") else lines
 
 
 def _write_outputs(output_dir: Path, rows: list[dict[str, Any]], markdown: str) -> None:
@@ -364,5 +431,6 @@ def _write_outputs(output_dir: Path, rows: list[dict[str, Any]], markdown: str) 
         staging.replace(output_dir / name)
 
 
-__all__ = ["MATRIX_LANGUAGES", "LanguageCorpus", "MatrixResult", "MatrixSettings", "embedded_language_corpus",
-           "markdown_table", "measure_language", "read_pairs", "row_metrics", "run_language_matrix"]
+__all__ = ["MATRIX_LANGUAGES", "EnglishLexicon", "LanguageCorpus", "MatrixResult", "MatrixSettings",
+           "embedded_language_corpus", "english_lexicon", "markdown_table", "measure_language", "read_pairs",
+           "row_metrics", "run_language_matrix"]

@@ -17,6 +17,11 @@ def register(app: typer.Typer) -> None:
             [], "--lang", help="Target language (repeatable); default: de el hi it ja tr vi km."
         ),
         quick: bool = typer.Option(False, "--quick", help="Smaller tokenizers, fewer documents and prompts."),
+        protect_lexicon: str = typer.Option(
+            "embedded", "--protect-lexicon", help="English word list whose words expansion must not change, besides "
+            "the English held-out lines: 'embedded' (lexicons/en.txt of `vocadapt assets`), a file (one word per "
+            "line), or 'none' for the lines alone.",
+        ),
         output: Path = typer.Option(
             Path("runs/languages"), "--output", help="Folder for languages.md and languages.json."
         ),
@@ -26,6 +31,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Measure SmolLM2's tokenizer, a replaced and an expanded vocabulary on every language (embedded default)."""
+        import dataclasses
         import os
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,4 +52,7 @@ def register(app: typer.Typer) -> None:
             corpora = [embedded_language_corpus(assets, language) for language in languages]
             tracker = Tracker(resolve_tracking_uri(tracking_uri), experiment)
             settings = MatrixSettings.quick() if quick else MatrixSettings()
+            settings = dataclasses.replace(
+                settings, protect_lexicon=None if protect_lexicon.strip().lower() == "none" else protect_lexicon
+            )
             run_language_matrix(corpora, assets.model_dir, output, tracker, settings=settings)

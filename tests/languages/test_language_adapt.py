@@ -52,7 +52,7 @@ def test_tiny_adapt_for_each_script(language, kind, tiny_model, fixture_corpora,
     assert tokenizer.decode(tokenizer(held_out, add_special_tokens=False)["input_ids"]) == held_out
 
 
-def test_language_matrix_on_a_tiny_model(tiny_model, fixture_corpora, tmp_path):
+def test_language_matrix_on_a_tiny_model(tiny_model, fixture_corpora, tmp_path, monkeypatch):
     import mlflow
 
     from vocadapt.pipelines.languages import LanguageCorpus, MatrixSettings, read_pairs, run_language_matrix
@@ -67,6 +67,7 @@ def test_language_matrix_on_a_tiny_model(tiny_model, fixture_corpora, tmp_path):
         for language in ("ja", "km")
     ]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "empty-home"))  # no embedded English word list to protect
     result = run_language_matrix(corpora, tiny_model, tmp_path / "out", Tracker(uri, "languages-test", tmp_path),
                                  settings=settings)
     rows = {row["language"]: row for row in result.rows}
@@ -80,8 +81,11 @@ def test_language_matrix_on_a_tiny_model(tiny_model, fixture_corpora, tmp_path):
         assert fertility["expanded"]["tokens"] < fertility["source"]["tokens"]
         assert {"source", "fvt", "random"} == set(row["bits_per_byte"])
         assert row["generation"]["speed_up.characters_per_second"] > 0
+        assert row["protection"]["english_lines"] == settings.protect_lines and row["protection"]["word_list"] is None
+        assert "no embedded English word list" in row["protection"]["note"]  # says so, and the lines still hold
     table = (tmp_path / "out" / "languages.md").read_text()
     assert "| ja | Japanese | not delimited |" in table and "| km | Khmer | delimited |" in table
+    assert "20 English held-out lines (no embedded English word list" in table
     assert json.loads((tmp_path / "out" / "languages.json").read_text()) == result.rows
 
     client = mlflow.tracking.MlflowClient(uri)
@@ -89,6 +93,7 @@ def test_language_matrix_on_a_tiny_model(tiny_model, fixture_corpora, tmp_path):
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == result.parent_run_id]
     assert {r.data.tags["vocadapt.target_language"] for r in children} == {"ja", "km"}
     assert all("fertility.target.tokens_per_character" in r.data.metrics for r in children)
+    assert {r.data.params["protection.word_list"] for r in children} == {"None"}
     assert all(r.info.status == "FINISHED" for r in runs)
 
 
