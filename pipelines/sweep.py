@@ -264,7 +264,8 @@ def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> t
     lineage = {**best["lineage"], "vocadapt.sweep.name": sweep.name, "vocadapt.sweep.run_id": parent_id,
                "vocadapt.sweep.trial_id": best["trial_id"], "vocadapt.sweep.trial_run_id": best["mlflow_run_id"],
                "vocadapt.sweep.params": json.dumps(best["params"], sort_keys=True)}
-    registered = register_model(tracker, best["model_run_id"], Path(best["model_dir"]), name, lineage=lineage)
+    registered = register_model(tracker, best["model_run_id"], Path(best["model_dir"]), name, lineage=lineage,
+                                gates=sweep.promotion)  # `vocadapt promote` uses them without --gates
     tracker.set_tags(parent_id, {"vocadapt.registered": f"{name}/{registered.version}"})
     return name, registered.version
 
@@ -307,8 +308,8 @@ def _print_leaderboard(rows, registered, console: Console) -> None:
     console.print(table)
     if registered:
         console.print(f"registered the best trial as [bold]{registered[0]}[/] version {registered[1]} "
-                      f"(alias candidate); promote it with `vocadapt promote {registered[0]} --version "
-                      f"{registered[1]} --to champion`")
+                      f"(alias candidate) with the sweep's promotion gates; promote it with `vocadapt promote "
+                      f"{registered[0]} --version {registered[1]} --to champion`")
 
 
 # ------------------------------------------------------------------------------------------ the adapt objective

@@ -148,6 +148,7 @@ class PromotionDecision:
     gates: list[GateResult]
     previous: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    gates_from: str = ""  # where the gates came from: a --gates file, the version's recorded gates, the defaults
 
     @property
     def accepted(self) -> bool:

@@ -36,6 +36,9 @@ TOKENIZER_FILE_SETS = (("tokenizer.json",), ("tokenizer.model",), ("vocab.json",
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 _HISTORY_TAG = "vocadapt.alias_history.{alias}"
 _HISTORY_KEEP = 200  # versions kept in an alias's history tag (tag values are capped at 5,000 characters)
+# The gates a version was registered with (a sweep's `promotion:` section), as JSON: `promote` uses them when it is
+# given none. Margins and flags only, never secrets; written like every other version tag.
+GATES_TAG = "vocadapt.promotion_gates"
 
 
 class ModelFilesError(UserError):
@@ -127,12 +130,13 @@ class Registered:
 
 def register_model(
     tracker, run_id: str, model_dir: Path, name: str, *, lineage: Mapping[str, Any], alias: str = "candidate",
-    metrics: Mapping[str, float] | None = None,
+    metrics: Mapping[str, float] | None = None, gates: PromotionGates | None = None,
 ) -> Registered:
     """Register a saved checkpoint as a new version of ``name`` with lineage tags, a manifest and a model card.
 
     ``tracker`` is a ``platform.tracking.Tracker``; ``run_id`` the run that produced the model (its metrics and
     its parent run's are what the promotion gates read). The manifest is written into ``model_dir`` first.
+    ``gates``, when given, are recorded on the version (tag ``vocadapt.promotion_gates``) for ``promote``.
     """
     missing = [key for key in REQUIRED_LINEAGE if not lineage.get(key)]
     if missing:
@@ -141,6 +145,8 @@ def register_model(
     model_uri = tracker.log_model_directory(run_id, Path(model_dir))
     tags = {**lineage, "vocadapt.run_id": run_id, "vocadapt.manifest_sha256": manifest_sha,
             "vocadapt.model_card": f"runs:/{run_id}/{MODEL_CARD}"}
+    if gates is not None:
+        tags[GATES_TAG] = gates.model_dump_json(exclude_none=True)
     # The registry client is built here, on the tracker's URI: ``Tracker.client`` takes the process-wide registry
     # URI current when it was built, which may be another store's.
     registry = _registry_client(tracker.tracking_uri)
@@ -262,25 +268,48 @@ def _current(client, name: str, alias: str) -> int | None:
     return int(model.aliases[alias]) if alias in (model.aliases or {}) else None
 
 
-def promote(client, name: str, version: int, *, alias: str = "champion",
-            gates: PromotionGates | None = None) -> PromotionDecision:
+def recorded_gates(model_version) -> tuple[PromotionGates, str]:
+    """The gates recorded on a version at registration (tag ``vocadapt.promotion_gates``), else the defaults; with
+    where they came from, in words."""
+    from pydantic import ValidationError
+
+    version = model_version.version
+    text = model_version.tags.get(GATES_TAG)
+    if not text:
+        return PromotionGates(), f"the defaults (PromotionGates): none recorded on version {version}"
+    sweep = model_version.tags.get("vocadapt.sweep.name")
+    origin = f"recorded on version {version}" + (f" by sweep {sweep}" if sweep else "") + f" (tag {GATES_TAG})"
+    try:
+        return PromotionGates.model_validate_json(text), origin
+    except ValidationError as error:
+        problems = "; ".join((f"{'.'.join(map(str, e['loc']))}: " if e["loc"] else "")
+                             + e["msg"].removeprefix("Value error, ") for e in error.errors())
+        raise UserError(f"the gates {origin} are not valid gates now ({problems}); pass --gates FILE") from error
+
+
+def promote(client, name: str, version: int, *, alias: str = "champion", gates: PromotionGates | None = None,
+            gates_from: str = "given by the caller") -> PromotionDecision:
     """Check the gates for ``name`` version ``version``; move ``alias`` only if every gate passes.
 
-    The decision is recorded on the version either way (tags ``vocadapt.promotion.<alias>.*``).
+    Without ``gates``, the gates recorded on the version at registration apply, else the defaults. The decision
+    is recorded on the version either way (tags ``vocadapt.promotion.<alias>.*``, with where the gates came from).
     """
-    gates = gates or PromotionGates()
     model_version = _model_version(client, name, version)
+    if gates is None:
+        gates, gates_from = recorded_gates(model_version)
     if not model_version.run_id:
         raise UserError(f"{name} version {version} has no run; only versions registered from a run can be gated")
     language = model_version.tags.get("vocadapt.target_language", "it")
     results = evaluate_gates(collect_metrics(client, model_version.run_id), gates, language)
-    decision = PromotionDecision(name, int(version), alias, results, previous=_current(client, name, alias))
+    decision = PromotionDecision(name, int(version), alias, results, previous=_current(client, name, alias),
+                                 gates_from=gates_from)
     prefix = f"vocadapt.promotion.{alias}"
     decision.tags = {
         f"{prefix}.decision": "accepted" if decision.accepted else "refused",
         f"{prefix}.at": _now(),
         f"{prefix}.by": _who(),
         f"{prefix}.gates": json.dumps([g.as_dict() for g in results], separators=(",", ":"))[:4900],
+        f"{prefix}.gates_from": gates_from,
     }
     if decision.accepted:
         client.set_registered_model_alias(name, alias, str(version))

@@ -62,23 +62,29 @@ def register(app: typer.Typer) -> None:
         version: int = typer.Option(..., "--version", help="Model version to promote."),
         to: str = typer.Option("champion", "--to", help="Alias to move when every gate passes."),
         gates_path: Optional[Path] = typer.Option(
-            None, "--gates", help="YAML with a `promotion:` section (e.g. a sweep config); default gates otherwise."
+            None, "--gates", help="YAML with a `promotion:` section (e.g. a sweep config). Default: the gates "
+            "recorded on the version when a sweep registered it, else the default gates."
         ),
         tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: $MLFLOW_TRACKING_URI."),
     ) -> None:
-        """Check the promotion gates against the version's logged metrics; move the alias only if all pass."""
+        """Check the promotion gates against the version's logged metrics; move the alias only if all pass.
+
+        The gates are --gates FILE's, else those the version was registered with (a sweep records its
+        `promotion:` section), else the defaults; the first line printed says which."""
         from mlflow.exceptions import MlflowException
         from rich.console import Console
 
         from vocadapt.platform.registry import gate_table, promote
 
         with user_errors():
-            gates = load_gates(gates_path)
+            gates = load_gates(gates_path) if gates_path is not None else None  # None: recorded, else default
             try:
-                decision = promote(registry_client(tracking_uri), name, version, alias=to, gates=gates)
+                decision = promote(registry_client(tracking_uri), name, version, alias=to, gates=gates,
+                                   gates_from=f"{gates_path} (--gates)")
             except MlflowException as error:
                 raise explain_mlflow_error(error) from error
         console = Console()
+        console.print(f"gates: {decision.gates_from}", markup=False, highlight=False, soft_wrap=True)
         console.print(gate_table(decision))
         if not decision.accepted:
             where = f"stays at version {decision.previous}" if decision.previous is not None else "stays unset"

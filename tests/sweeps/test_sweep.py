@@ -59,7 +59,7 @@ def test_sweep_nests_runs_stops_the_bad_trial_records_the_failed_one_and_registe
     from vocadapt.pipelines.sweep import run_sweep
 
     monkeypatch.chdir(tmp_path)
-    sweep = _sweep(tmp_path, ["fvt", "random", "broken"])
+    sweep = _sweep(tmp_path, ["fvt", "random", "broken"], promotion={"source_bpb": {"absolute": 3.0}})
     result = run_sweep(sweep, objective=tiny_objective)
 
     status = {row["params"]["init.methods"]: row["status"] for row in result.rows}
@@ -99,6 +99,9 @@ def test_sweep_nests_runs_stops_the_bad_trial_records_the_failed_one_and_registe
     assert registered.tags["vocadapt.sweep.run_id"] == result.parent_run_id
     assert registered.tags["vocadapt.sweep.trial_id"] == result.best["trial_id"]
     assert registered.tags["vocadapt.method"] == "fvt"
+    # the sweep's promotion gates, recorded for `vocadapt promote` without --gates
+    recorded = json.loads(registered.tags["vocadapt.promotion_gates"])
+    assert recorded["source_bpb"] == {"absolute": 3.0} and recorded["target_bpb"] == {"relative": 0.0}
 
 
 def test_sweep_resumes_under_the_same_parent_and_retries_only_the_failed_trial(ray_cluster, tmp_path, monkeypatch):
