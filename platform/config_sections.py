@@ -113,8 +113,8 @@ class LaptSection(Section):
     )
     compile: bool | str = Field(
         False, description="torch.compile each decoder layer (true: inductor, or a backend name). On one H100, "
-        "Llama-3.2-1B-shaped LAPT under ZeRO-2 ran 1.24-1.28x faster (BENCHMARKS.md); compiling costs about a "
-        "minute at the start. Off on CPU unless asked."
+        "Llama-3.2-1B-shaped LAPT under ZeRO-2 bf16 ran 1.25x (one micro-batch per step) and 1.27x (six) faster "
+        "(BENCHMARKS.md); compiling costs up to a minute at the start, more on CPU."
     )
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
 
