@@ -359,7 +359,7 @@ def _track_language(tracker, parent_id: str, row: dict[str, Any]) -> None:
     with tracker.run(f"languages/{language}", parent_run_id=parent_id, tags=tags) as child:
         run_id = child.info.run_id
         params = {f"tokenizer.{k}": v for k, v in row["tokenizer"].items()}
-        params |= {f"protection.{k}": v for k, v in row["protection"].items()}
+        params |= {f"protection.{k}": v for k, v in row.get("protection", {}).items()}  # rows before it had none
         tracker.log_params(run_id, {"language": language, **params})
         tracker.log_metrics(run_id, row_metrics(row))
         tracker.log_dict(run_id, row, "language.json")

@@ -115,6 +115,7 @@ def _matrix_row(language, script, delimited, parity_source, parity_target) -> di
         "language": language, "script": script, "words_delimited": delimited,
         "segmentation": "whitespace-separated words" if delimited else "not delimited",
         "tokenizer": {"kind": "sentencepiece-bpe", "vocab_size": 4096},
+        "protection": {"english_lines": 200, "word_list": "en.txt", "word_list_words": 174344, "note": None},
         "corpus": {"lines": {"train": 5000, "validation": 300, "test": 300}, "dropped_language_id": 120},
         "fertility": fertility,
         "bits_per_byte": {"source": 2.5, "fvt": 2.5 / ratio ** 0.3, "random": 4.0},
