@@ -94,6 +94,19 @@ class EnglishLexicon:
     words: tuple[str, ...] = ()
     name: str | None = None
     note: str | None = None
+    guard: Any = None  # the words' ProtectedWords under the source tokenizer, built once for every language
+
+
+def with_guard(lexicon: EnglishLexicon, source_tokenizer) -> EnglishLexicon:
+    """The lexicon with its expansion guard built (a minute for the 174,344-word list): once per matrix, not per
+    language; each language adds its own English lines to it."""
+    from dataclasses import replace
+
+    from vocadapt.components.tokenizers.expand import protected_source_text
+
+    if not lexicon.words:
+        return lexicon
+    return replace(lexicon, guard=protected_source_text(source_tokenizer, [], lexicon.words))
 
 
 @dataclass
@@ -178,6 +191,7 @@ def run_language_matrix(
     if lexicon.note:
         console.print(f"[yellow]note:[/] {lexicon.note}")
     source_tokenizer = AutoTokenizer.from_pretrained(str(source_model_dir))
+    lexicon = with_guard(lexicon, source_tokenizer)
     source_model = load_source_model(ExperimentConfig(target={"language": "en"}), str(source_model_dir))  # float32, no remote code
     rows: list[dict[str, Any]] = []
     workdir = Path(tempfile.mkdtemp(prefix="vocadapt-languages-"))
@@ -269,7 +283,7 @@ def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, se
                        lexicon: EnglishLexicon = EnglishLexicon()):
     """The replaced vocabulary and SmolLM2's vocabulary expanded with the trained tokenizer's top-k tokens, keeping
     the tokenization of the English lines and of the lexicon's words."""
-    from vocadapt.components.tokenizers.expand import expand_with_top_k
+    from vocadapt.components.tokenizers.expand import expand_with_top_k, protected_source_text
     from vocadapt.components.tokenizers.replace import replace_vocabulary
     from vocadapt.components.tokenizers.train import iter_corpus_lines, train_tokenizer
 
@@ -280,8 +294,13 @@ def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, se
     )  # fmt: skip
     replacement = replace_vocabulary(source_tokenizer, trained)
     ranking = list(iter_corpus_lines(list(corpus.train_files), settings.expansion_ranking_lines))
-    expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k,
-                                  protect=english[: settings.protect_lines], protect_words=lexicon.words or None)
+    lines = english[: settings.protect_lines]
+    if lexicon.guard is not None:  # the word list's guard, built once, with this language's English lines
+        protect = lexicon.guard | protected_source_text(source_tokenizer, lines)
+        expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k, protect=protect)
+    else:
+        expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k, protect=lines,
+                                      protect_words=lexicon.words or None)
     return replacement, expansion
 
 

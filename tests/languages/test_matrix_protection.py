@@ -14,6 +14,7 @@ from vocadapt.pipelines.languages import (
     _target_tokenizers,
     english_lexicon,
     read_pairs,
+    with_guard,
 )
 from vocadapt.platform.commands._errors import UserError
 
@@ -58,6 +59,10 @@ def test_matrix_expansion_keeps_the_word_list_as_the_source_tokenizes_it(source_
     protected = _expand(source_tokenizer, fixture_corpora, tmp_path / "word-list", lexicon)
     assert len(protected.new_token_ids) > 0
     assert _changed(source_tokenizer, protected.tokenizer, WORDS) == []
+    # the matrix builds the word list's guard once and adds each language's lines to it: the same expansion
+    guarded = _expand(source_tokenizer, fixture_corpora, tmp_path / "guard", with_guard(lexicon, source_tokenizer))
+    assert guarded.tokenizer.get_vocab() == protected.tokenizer.get_vocab()
+    assert guarded.skipped == protected.skipped
 
 
 def test_matrix_word_list_missing_file_and_none(tmp_path):

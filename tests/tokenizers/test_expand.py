@@ -224,3 +224,16 @@ def test_gemma3_sentencepiece_expansion(gemma3_tokenizer, trained, italian_train
     assert all(tokenizer.decode(ids) == line for ids, line in zip(_ids(tokenizer, italian_lines), italian_lines))
     before = fertility_report(gemma3_tokenizer, italian_lines).tokens_per_word
     assert fertility_report(tokenizer, italian_lines).tokens_per_word < before
+
+
+def test_protected_words_union_guards_what_either_guards():
+    from vocadapt.components.tokenizers._merges import ProtectedWords
+
+    first = ProtectedWords([("Ġhello", ["Ġhel", "lo"])])
+    second = ProtectedWords([("Ġworld", ["Ġwor", "ld"]), ("é", ["Ã", "©"])])
+    union = first | second
+    for merges, characters in (([("Ġhel", "lo")], []), ([("Ġwor", "ld")], []), ([], ["é"]), ([("a", "b")], ["z"])):
+        expected = first.changed_by(merges, [], characters) or second.changed_by(merges, [], characters)
+        assert union.changed_by(merges, [], characters) == expected
+    with pytest.raises(ValueError, match="ignore_merges"):
+        first | ProtectedWords([], ignore_merges=True)
