@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -117,6 +117,13 @@ class LaptSection(Section):
         "(BENCHMARKS.md); compiling costs up to a minute at the start, more on CPU."
     )
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile(cls, value: Any) -> Any:
+        """'true' / 'false' as text (an MLflow parameter, an environment variable) are the switches, not backends."""
+        words = {"true": True, "on": True, "yes": True, "false": False, "off": False, "no": False, "": False}
+        return words.get(value.strip().lower(), value) if isinstance(value, str) else value
 
     @field_validator("mixing")
     @classmethod

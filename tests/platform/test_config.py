@@ -104,3 +104,16 @@ def test_language_template_needs_only_the_language():
     with pytest.raises(ConfigError, match="target.language"):
         load_config(template)
     assert load_config(template, ["target.language=ja"]).target.language == "ja"
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("Off", False), ("false", False), (True, True),
+                                                 ("aot_eager", "aot_eager"), ("inductor", "inductor")])
+def test_lapt_compile_reads_switch_words_as_switches(value, expected):
+    """An MLflow parameter arrives as text: 'false' must not become a torch.compile backend named 'false'."""
+    from vocadapt.components.training import LaptSettings
+    from vocadapt.platform.config_sections import LaptSection
+
+    section = LaptSection(compile=value)
+    assert section.compile == expected
+    assert LaptSettings.from_any(section).compile_backend == (
+        "inductor" if expected is True else expected or None)
