@@ -68,13 +68,19 @@ def run_adapt(
     _check_methods(config)
     inputs = resolve_inputs(config)
     _check_corpora(config, inputs, console)
+    pretrained_tokenizer = None
+    if inputs.target_tokenizer:
+        from vocadapt.platform.models import load_target_tokenizer
+
+        pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
     output_dir = Path(config.output_dir) / config.name / config.target.language
     staging = output_dir.with_name(f".{output_dir.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     try:
-        result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics, cache)
+        result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics, cache,
+                      pretrained_tokenizer)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -90,6 +96,7 @@ def run_adapt(
 def _run(
     config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console,
     parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None, cache: Any = None,
+    pretrained_tokenizer: Any = None,
 ) -> AdaptResult:
     from vocadapt.platform.models import build_helper, load_source_model, load_source_tokenizer
 
@@ -113,7 +120,7 @@ def _run(
 
         console.rule("[bold]2. target tokenizer")
         target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
-            config, inputs, source_tokenizer, workdir, cache
+            config, inputs, source_tokenizer, workdir, cache, pretrained_tokenizer
         )
         tokenizer_sha = sha256_tree(tokenizer_dir)
         tracker.log_artifact(parent_id, tokenizer_dir, "tokenizer")
@@ -216,8 +223,9 @@ def _check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Co
                           f"{checked.language_share:.1%} labelled {report.expected_label} (bound {report.min_share:.0%})")
 
 
-def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cache=None):
-    """Train the target tokenizer, then replace the source vocabulary with it or expand the source with it.
+def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cache=None, pretrained=None):
+    """Train the target tokenizer (or take ``pretrained``, ``tokenizer.pretrained`` loaded), then replace the source
+    vocabulary with it or expand the source with it.
 
     Returns (adapted tokenizer, what changed: ``.target_to_source`` and ``.new_token_ids``, saved folder)."""
     from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
@@ -232,7 +240,12 @@ def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cac
             seed=config.seed, like=source_tokenizer, **settings,
         )
 
-    trained = train(workdir / "tokenizer-trained") if cache is None else cache.trained_tokenizer(config, inputs, train)
+    if pretrained is not None:
+        trained = pretrained
+    elif cache is None:
+        trained = train(workdir / "tokenizer-trained")
+    else:
+        trained = cache.trained_tokenizer(config, inputs, train)
     if config.init.mode == "replace":
         from vocadapt.components.tokenizers.replace import replace_vocabulary
 

@@ -65,6 +65,11 @@ class TokenizerSection(_Section):
         "abugidas such as Devanagari, with character coverage 0.9995 where the alphabet is large).",
     )
     vocab_size: int = Field(16384, ge=256, description="Target vocabulary size.")
+    pretrained: str | None = Field(
+        None, description="Use this existing target tokenizer instead of training one: a folder with tokenizer "
+        "files or a hub name (SAVA §3: Minerva-3B's, with that model as init.helper). kind, vocab_size, "
+        "min_frequency and max_training_lines are then unused; it is loaded without remote code.",
+    )
     min_frequency: int = Field(2, ge=1, description="Least frequency of a merge or piece.")
     max_training_lines: int | None = Field(None, description="Cap on lines used to train it (None: all).")
     expand_top_k: int | None = Field(

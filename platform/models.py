@@ -27,6 +27,20 @@ def load_source_tokenizer(config: ExperimentConfig, model: str):
     return AutoTokenizer.from_pretrained(model, **_load_kwargs(config))
 
 
+def load_target_tokenizer(name: str):
+    """``tokenizer.pretrained``: an existing tokenizer (folder or hub name), without remote code."""
+    from transformers import AutoTokenizer
+
+    from vocadapt.platform.commands._errors import UserError
+
+    try:
+        return AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+    except (OSError, ValueError) as error:
+        raise UserError(f"tokenizer.pretrained: no tokenizer could be loaded from {name!r} ({error}); give a "
+                        "folder with tokenizer.json or tokenizer.model, a hub name reachable from here, or null "
+                        "to train one") from error  # fmt: skip
+
+
 def load_source_model(config: ExperimentConfig, model: str):
     import torch
     from transformers import AutoModelForCausalLM

@@ -25,6 +25,7 @@ class ResolvedInputs:
     source_validation: tuple[Path, ...]
     embedded: bool
     source_lexicon: Path | None = None  # a source-language word list protected by vocabulary expansion
+    target_tokenizer: str | None = None  # tokenizer.pretrained: a folder or hub name used instead of training one
 
     @property
     def corpus_files(self) -> tuple[Path, ...]:
@@ -55,9 +56,15 @@ def resolve_inputs(config: ExperimentConfig) -> ResolvedInputs:
         source_validation = _existing(
             "corpus.source_language_validation", config.corpus.source_language_validation or []
         )
+    pretrained = config.tokenizer.pretrained
+    if pretrained and _looks_like_path(pretrained):
+        if not Path(pretrained).expanduser().is_dir():
+            raise UserError(f"tokenizer.pretrained {pretrained!r} is not a directory; give a folder with tokenizer "
+                            "files (tokenizer.json or tokenizer.model), a hub name, or null to train one")  # fmt: skip
+        pretrained = str(Path(pretrained).expanduser())
     return ResolvedInputs(
         source_model, target_train, target_validation, source_train, source_validation, assets is not None,
-        _source_lexicon(config, assets),
+        _source_lexicon(config, assets), pretrained,
     )
 
 

@@ -105,6 +105,7 @@ def _no_output_no_registry(tmp_path: Path) -> None:
         ("malformed config", {"lapt.max_steps": "many"}, "lapt.max_steps"),
         ("missing word list", {"init.mode": "expand", "tokenizer.protect_lexicon": "/nonexistent/words.txt"},
          "tokenizer.protect_lexicon"),
+        ("missing pretrained tokenizer", {"tokenizer.pretrained": "/nonexistent/tokenizer"}, "tokenizer.pretrained"),
     ],
 )
 def test_bad_input_fails_early(tmp_path, tiny_model, corpora, monkeypatch, case, extra, message):
@@ -196,3 +197,30 @@ def test_adapt_helper_methods_share_one_fasttext_helper(tmp_path, tiny_model, co
     report = json.loads(summary.read_text())
     assert set(report["methods"]) == {"focus", "sava", "clp"}
     assert len(trained) == 1  # one helper for the whole run, not one per method
+
+
+def test_adapt_uses_a_pretrained_target_tokenizer_instead_of_training_one(tmp_path, tiny_model, corpora, monkeypatch):
+    """tokenizer.pretrained (SAVA's setting: Minerva's tokenizer): the adapted model speaks exactly that vocabulary,
+    whatever tokenizer.vocab_size says, and nothing is trained."""
+    from transformers import AutoTokenizer
+
+    from vocadapt.components.tokenizers import train as tokenizer_training
+
+    monkeypatch.chdir(tmp_path)
+    pretrained = tokenizer_training.train_tokenizer(
+        [corpora["it.train"]], vocab_size=450, out_dir=tmp_path / "pretrained", min_frequency=2, seed=1,
+        like=AutoTokenizer.from_pretrained(tiny_model), show_progress=False, kind="bytelevel-bpe")
+    monkeypatch.setattr(tokenizer_training, "train_tokenizer", lambda *a, **k: pytest.fail("trained a tokenizer"))
+    summary = tmp_path / "summary.json"
+    extra = {"tokenizer.pretrained": str(tmp_path / "pretrained"), "tokenizer.vocab_size": "600",
+             "init.methods": "[fvt]", "lapt.enabled": "false", "tracking.register_best": "false"}
+    overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **extra)
+    result = _adapt([*[a for o in overrides for a in ("--set", o)], "--json", str(summary)],
+                    env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 0, result.output
+    report = json.loads(summary.read_text())
+    adapted = AutoTokenizer.from_pretrained(Path(report["output_dir"]) / "fvt" / "initialised")
+    assert set(pretrained.get_vocab()) <= set(adapted.get_vocab())
+    assert len(adapted) < 600  # the pretrained vocabulary (450 and the source's special tokens), not vocab_size
+    line = corpora["it.validation"].read_text(encoding="utf-8").splitlines()[0]
+    assert adapted.tokenize(line) == pretrained.tokenize(line)
