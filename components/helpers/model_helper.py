@@ -34,20 +34,32 @@ def _embedding_tensor(model_dir: Path) -> torch.Tensor:
 
 
 def model_embeddings_helper(model_dir: Path, target_tokenizer: Any) -> TokenVectors:
-    """The helper model's input embeddings as target-token vectors; its tokenizer must be the target tokenizer."""
+    """The helper model's input embeddings as target-token vectors.
+
+    Its tokenizer must be the target tokenizer: every token of the helper's vocabulary has the same id in the target
+    vocabulary. The target may hold more (the source model's special tokens, which ``replace_vocabulary`` appends
+    when the target tokenizer is the helper's own, as in SAVA with Minerva's); those have no vector.
+    """
     from transformers import AutoTokenizer
 
-    if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
-        helper_tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        if helper_tokenizer.get_vocab() != target_tokenizer.get_vocab():
-            raise ValueError(
-                f"helper model {model_dir} uses a different tokenizer from the target tokenizer; a helper model must "
-                "have been trained with the target tokenizer (or use helper 'fasttext')"
-            )
     embeddings = _embedding_tensor(model_dir)
     size = len(target_tokenizer)
-    vectors = torch.zeros(size, embeddings.shape[1])
     rows = min(size, embeddings.shape[0])
-    vectors[:rows] = embeddings[:rows]
     known = torch.arange(size) < rows
+    if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
+        helper_vocab = AutoTokenizer.from_pretrained(str(model_dir)).get_vocab()
+        target_vocab = target_tokenizer.get_vocab()
+        differing = [token for token, token_id in helper_vocab.items() if target_vocab.get(token) != token_id]
+        if differing:
+            raise ValueError(
+                f"helper model {model_dir} uses a different tokenizer from the target tokenizer ({len(differing):,} of "
+                f"its {len(helper_vocab):,} tokens are missing or have other ids, e.g. {differing[:3]}); a helper "
+                "model must have been trained with the target tokenizer (or use helper 'fasttext')"
+            )
+        helper_ids = torch.zeros(size, dtype=torch.bool)
+        helper_ids[[token_id for token_id in helper_vocab.values() if token_id < size]] = True
+        known &= helper_ids
+    vectors = torch.zeros(size, embeddings.shape[1])
+    vectors[:rows] = embeddings[:rows]
+    vectors[~known] = 0.0
     return TokenVectors(vectors, known, "model", f"input embeddings of {model_dir} ({tuple(embeddings.shape)})")

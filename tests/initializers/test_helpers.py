@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -47,6 +49,26 @@ def test_model_helper_reads_input_embeddings_and_checks_the_tokenizer(tmp_path, 
     model.save_pretrained(tmp_path / "wrong")
     with pytest.raises(ValueError, match="different tokenizer"):
         resolve_helper(f"model:{tmp_path / 'wrong'}", target_tokenizer=target_tokenizer)
+
+
+def test_model_helper_accepts_the_target_tokenizer_with_the_source_special_tokens_appended(
+        tmp_path, target_tokenizer, source_tokenizer):
+    """SAVA's setting: the helper's own tokenizer is the target tokenizer (tokenizer.pretrained), and
+    replace_vocabulary appends the source model's special tokens; they get no helper vector, the rest keep theirs."""
+    from vocadapt.components.tokenizers.replace import replace_vocabulary
+
+    model = tiny_llama(len(target_tokenizer), tied=True)
+    model.save_pretrained(tmp_path / "helper")
+    target_tokenizer.save_pretrained(tmp_path / "helper")
+    source = copy.deepcopy(source_tokenizer)
+    source.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})  # a chat model's
+    replaced = replace_vocabulary(source, target_tokenizer).tokenizer
+    appended = sorted(set(replaced.get_vocab().values()) - set(target_tokenizer.get_vocab().values()))
+    assert appended  # the case this test is about
+    helper = resolve_helper(f"model:{tmp_path / 'helper'}", target_tokenizer=replaced)
+    own = sorted(target_tokenizer.get_vocab().values())
+    assert helper.known[own].all() and not helper.known[appended].any()
+    assert torch.equal(helper.vectors[own], model.get_input_embeddings().weight.detach()[own])
 
 
 @pytest.mark.parametrize("spec,message", [
