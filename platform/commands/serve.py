@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         ),
         venv: Optional[Path] = typer.Option(
             None, "--serving-venv", help="The vLLM environment (default: $VOCADAPT_SERVING_VENV or "
-            "$VOCADAPT_HOME/serving-venv; `vocadapt evaluate --serving-venv-only` builds it)."
+            "$VOCADAPT_HOME/serving-venv; `python -m vocadapt.platform.evaluation.serving` builds it)."
         ),
         max_model_len: int = typer.Option(2048, "--max-model-len", help="Longest context vLLM allocates for."),
         tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: $MLFLOW_TRACKING_URI."),
