@@ -100,7 +100,7 @@ class EnglishLexicon:
 
 
 def with_guard(lexicon: EnglishLexicon, source_tokenizer) -> EnglishLexicon:
-    """The lexicon with its expansion guard built (a minute for the 174,344-word list): once per matrix, not per
+    """The lexicon with its expansion guard built (6 s for the 174,344-word list on an idle machine): once per matrix, not per
     language; each language adds its own English lines to it."""
     from dataclasses import replace
 
@@ -150,24 +150,13 @@ def read_pairs(path: Path, language: str, reference: str = REFERENCE_LANGUAGE) -
 def english_lexicon(named: str | None) -> EnglishLexicon:
     """The word list ``MatrixSettings.protect_lexicon`` names; an empty one with a note where "embedded" was asked
     for and none was built, a UserError for a file that does not exist."""
-    from vocadapt.platform.assets import AssetsNotBuilt, load_assets
-    from vocadapt.platform.commands._errors import UserError
+    from vocadapt.platform.sources import word_list_path
 
-    if named is None:
-        return EnglishLexicon()
-    if named == "embedded":
-        try:
-            path = load_assets(languages=()).lexicon(REFERENCE_LANGUAGE)
-        except AssetsNotBuilt:
-            path = None
-        if path is None:
-            return EnglishLexicon(note="no embedded English word list (lexicons/en.txt, built by `vocadapt assets`): "
-                                       "expansion protects the English held-out lines alone")  # fmt: skip
-    else:
-        path = Path(named).expanduser()
-        if not path.is_file():
-            raise UserError(f"protect_lexicon: word list {path} does not exist; fix the path, use 'embedded' (built "
-                            "by `vocadapt assets`), or none")  # fmt: skip
+    path = word_list_path(named, REFERENCE_LANGUAGE, "protect_lexicon")
+    if path is None:
+        note = None if named is None else ("no embedded English word list (lexicons/en.txt, built by `vocadapt "
+                                           "assets`): expansion protects the English held-out lines alone")
+        return EnglishLexicon(note=note)
     return EnglishLexicon(tuple(path.read_text(encoding="utf-8").split()), path.name)
 
 
@@ -296,13 +285,11 @@ def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, se
     )  # fmt: skip
     replacement = replace_vocabulary(source_tokenizer, trained)
     ranking = list(iter_corpus_lines(list(corpus.train_files), settings.expansion_ranking_lines))
-    lines = english[: settings.protect_lines]
-    if lexicon.guard is not None:  # the word list's guard, built once, with this language's English lines
-        protect = lexicon.guard | protected_source_text(source_tokenizer, lines)
-        expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k, protect=protect)
-    else:
-        expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k, protect=lines,
-                                      protect_words=lexicon.words or None)
+    # the word list's guard (built once per matrix by with_guard, here if it was not) and this language's lines
+    protect = protected_source_text(source_tokenizer, english[: settings.protect_lines])
+    if lexicon.words:
+        protect = (lexicon.guard or with_guard(lexicon, source_tokenizer).guard) | protect
+    expansion = expand_with_top_k(source_tokenizer, trained, ranking, settings.expansion_k, protect=protect)
     return replacement, expansion
 
 

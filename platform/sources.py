@@ -70,14 +70,22 @@ def resolve_inputs(config: ExperimentConfig) -> ResolvedInputs:
 
 def _source_lexicon(config: ExperimentConfig, assets) -> Path | None:
     """The word list named by ``tokenizer.protect_lexicon`` (only read when expanding)."""
-    named = config.tokenizer.protect_lexicon
-    if named is None or config.init.mode != "expand":
+    if config.init.mode != "expand":
+        return None
+    return word_list_path(config.tokenizer.protect_lexicon, config.target.source_language,
+                          "tokenizer.protect_lexicon", assets)
+
+
+def word_list_path(named: str | None, language: str, field: str, assets=None) -> Path | None:
+    """A protected word list: None for none; 'embedded' for the one `vocadapt assets` built for ``language`` (None
+    where none was built); else a file, which must exist (a UserError naming ``field`` otherwise)."""
+    if named is None:
         return None
     if named != "embedded":
         path = Path(named).expanduser()
         if not path.is_file():
-            raise UserError(f"tokenizer.protect_lexicon: word list {path} does not exist; fix the path, use "
-                            "'embedded' (built by `vocadapt assets`), or null for none")  # fmt: skip
+            raise UserError(f"{field}: word list {path} does not exist; fix the path, use 'embedded' (built by "
+                            "`vocadapt assets`), or null for none")  # fmt: skip
         return path
     if assets is None:
         from vocadapt.platform.assets import AssetsNotBuilt, load_assets
@@ -86,7 +94,7 @@ def _source_lexicon(config: ExperimentConfig, assets) -> Path | None:
             assets = load_assets(languages=())
         except AssetsNotBuilt:
             return None
-    return assets.lexicon(config.target.source_language)
+    return assets.lexicon(language)
 
 
 def _embedded_assets(config: ExperimentConfig):
