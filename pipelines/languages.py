@@ -100,8 +100,8 @@ class EnglishLexicon:
 
 
 def with_guard(lexicon: EnglishLexicon, source_tokenizer) -> EnglishLexicon:
-    """The lexicon with its expansion guard built (6 s for the 174,344-word list on an idle machine): once per matrix, not per
-    language; each language adds its own English lines to it."""
+    """The lexicon with its expansion guard built (6 s for the 174,344-word list on an idle machine): once per
+    matrix, not per language; each language adds its own English lines to it."""
     from dataclasses import replace
 
     from vocadapt.components.tokenizers.expand import protected_source_text
