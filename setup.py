@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import setup
 
 ROOT = Path(__file__).parent
-PORTIONS = ("components", "platform", "pipelines", "dashboards")
+PORTIONS = ("components", "platform", "pipelines", "cli", "dashboards")
 
 
 def _packages() -> list[str]:

@@ -50,7 +50,7 @@ def adaptation_figures(workdir: str) -> None:
     from vocadapt.components.tokenizers.fertility import fertility_report
     from vocadapt.components.tokenizers.train import train_tokenizer
     from vocadapt.platform.assets import load_assets
-    from vocadapt.platform.commands.tokenizer import load_tokenizer, read_lines
+    from vocadapt.cli.commands.tokenizer import load_tokenizer, read_lines
 
     assets = load_assets(languages=("it",))
     source = load_tokenizer(str(assets.model_dir))
@@ -122,7 +122,7 @@ def _gemma_overlap(source) -> None:
 
 def main() -> int:
     from vocadapt.components.tokenizers.fertility import fertility_report
-    from vocadapt.platform.commands.tokenizer import load_tokenizer, read_lines
+    from vocadapt.cli.commands.tokenizer import load_tokenizer, read_lines
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokenizer", default="embedded")

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from vocadapt.platform.evaluation.harness import offline_environment
     from vocadapt.platform.evaluation.offline_tasks import HeldOutData, build_offline_tasks
-    from vocadapt.platform.evaluation.steps import generation_step, load_model
+    from vocadapt.pipelines.evaluate_steps import generation_step, load_model
     from vocadapt.platform.evaluation.suites import load_suite
 
     offline_environment()

@@ -18,10 +18,11 @@ from typing import Any, Callable
 import yaml
 from rich.console import Console
 
+from vocadapt.components.errors import UserError
+from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summary_json
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.sources import ResolvedInputs, read_documents, resolve_inputs
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
-from vocadapt.platform.commands._errors import UserError
 
 
 @dataclass
@@ -70,7 +71,7 @@ def run_adapt(
     _check_corpora(config, inputs, console)
     pretrained_tokenizer = None
     if inputs.target_tokenizer:
-        from vocadapt.platform.models import load_target_tokenizer
+        from vocadapt.platform.model_loading import load_target_tokenizer
 
         pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
     output_dir = Path(config.output_dir) / config.name / config.target.language
@@ -89,7 +90,7 @@ def run_adapt(
     result.output_dir = output_dir
     for outcome in result.methods:
         outcome.model_dir = output_dir / outcome.model_dir.relative_to(staging)
-    _print_summary(result, config, console)
+    print_summary(result, config, console)
     return result
 
 
@@ -98,7 +99,7 @@ def _run(
     parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None, cache: Any = None,
     pretrained_tokenizer: Any = None,
 ) -> AdaptResult:
-    from vocadapt.platform.models import build_helper, load_source_model, load_source_tokenizer
+    from vocadapt.platform.model_loading import load_source_model, load_source_tokenizer
 
     language, english = config.target.language, config.target.source_language
     lineage = {
@@ -137,7 +138,7 @@ def _run(
         fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
         tracker.log_metrics(parent_id, _flatten_fertility(fertility))
         tracker.log_dict(parent_id, fertility, "fertility.json")
-        _print_fertility(fertility, console)
+        print_fertility(fertility, console)
 
         console.rule("[bold]5. source model, zero-shot bits per byte")
         source_model = load_source_model(config, inputs.source_model)
@@ -343,11 +344,79 @@ def _bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict
     }
 
 
+def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInputs):
+    """The helper the config names (e.g. fastText trained on the target-tokenized corpus), built once per run and
+    only when a listed method uses one; None otherwise."""
+    from vocadapt.components.helpers import resolve_helper
+    from vocadapt.components.initializers import get_initializer
+
+    uses_helper = any(get_initializer(m).needs_helper for m in config.init.methods)
+    if not config.init.helper or not uses_helper:
+        return None
+    return resolve_helper(
+        config.init.helper, target_tokenizer=target_tokenizer, corpus_files=list(inputs.target_train),
+        seed=config.seed,
+    )
+
+
+def initialise_method(
+    config: ExperimentConfig, method: str, source_model, source_tokenizer, target_tokenizer, replacement,
+    inputs: ResolvedInputs, helper=None,
+):
+    """A copy of ``source_model`` with its vocabulary replaced (or expanded) and new rows set by ``method``."""
+    import copy
+
+    from vocadapt.components.initializers import get_initializer
+    from vocadapt.components.surgery import adapt_embeddings
+
+    initializer = get_initializer(method)
+    model = copy.deepcopy(source_model)
+    model = adapt_embeddings(
+        model,
+        source_tokenizer=source_tokenizer,
+        target_tokenizer=target_tokenizer,
+        target_to_source=replacement.target_to_source,
+        new_target_ids=replacement.new_token_ids,
+        method=method,
+        mode=config.init.mode,
+        options=config.init.options.get(method, {}),
+        seed=config.seed,
+        helper=helper if initializer.needs_helper else None,
+        corpus_files=[str(p) for p in inputs.target_train],
+    )
+    return model, dict(model.config.vocadapt_init)
+
+
+def continue_pretraining(
+    config: ExperimentConfig, inputs: ResolvedInputs, model_dir: Path, workdir: Path, tracker, run_id: str,
+    held_out: dict[str, list[str]],
+) -> dict[str, Any]:
+    """LAPT through Ray Train; returns the trained model directory, its history and held-out bits per byte."""
+    from vocadapt.platform.ray_train import run_lapt_on_ray
+
+    result = run_lapt_on_ray(
+        model_dir=model_dir,
+        tokenizer_dir=model_dir,
+        # after-LAPT bits per byte is scored with the same windows as the zero-shot figures
+        settings=config.lapt.model_copy(update={"eval_max_length": config.evaluation.max_length,
+                                                "eval_batch_size": config.evaluation.batch_size}),
+        target_files=list(inputs.target_train),
+        source_files=list(inputs.source_train),
+        eval_documents=held_out,
+        output_dir=workdir / "lapt",
+        run_name=f"{config.name}-{model_dir.parent.name}",
+        storage_path=config.lapt.storage_path or workdir / "ray",
+        seed=config.seed,
+        tracking_uri=tracker.tracking_uri,
+        mlflow_run_id=run_id,
+    )
+    return result
+
+
 def _adapt_one_method(
     config, inputs, tracker, run_id, method, source_model, source_tokenizer, target_tokenizer, replacement,
     held_out, workdir: Path, console, on_metrics=None, helper=None,
 ) -> MethodOutcome:
-    from vocadapt.platform.models import initialise_method
 
     tracker.log_params(run_id, {"method": method, "mode": config.init.mode, "helper": config.init.helper,
                                 **{f"option.{k}": v for k, v in config.init.options.get(method, {}).items()}})
@@ -367,7 +436,6 @@ def _adapt_one_method(
         on_metrics(method, dict(zero_shot))
     outcome = MethodOutcome(method, run_id, initial_dir, bpb, record=record)
     if config.lapt.enabled and (config.lapt.max_steps > 0 or config.lapt.max_tokens):
-        from vocadapt.platform.models import continue_pretraining
 
         lapt = continue_pretraining(config, inputs, initial_dir, workdir / method, tracker, run_id, held_out)
         outcome.model_dir = lapt["model_dir"]
@@ -389,7 +457,7 @@ def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) ->
 
 def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str):
     """Register the best method's model as ``candidate`` with lineage tags, a sha256 manifest and a model card."""
-    from vocadapt.platform.models import registered_model_name
+    from vocadapt.platform.model_loading import registered_model_name
     from vocadapt.platform.registry import register_model
 
     name = config.tracking.registered_model or registered_model_name(config)
@@ -407,64 +475,3 @@ def _drop_other_models(outcomes: list[MethodOutcome], best: MethodOutcome) -> No
     for outcome in outcomes:
         if outcome is not best:
             shutil.rmtree(outcome.model_dir, ignore_errors=True)
-
-
-def _print_fertility(fertility: dict[str, dict[str, Any]], console: Console) -> None:
-    from rich.table import Table
-
-    measures = ("tokens_per_word", "tokens_per_character", "tokens_per_byte", "parity")
-    table = Table(title="Fertility on held-out text (tokens per word only where words are delimited)")
-    table.add_column("tokenizer.language")
-    for measure in measures:
-        table.add_column(measure, justify="right")
-    for key, report in fertility.items():
-        table.add_row(key, *(_number(report.get(m)) for m in measures))
-    console.print(table)
-
-
-def _number(value: Any) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def _print_summary(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
-    from rich.table import Table
-
-    language, english = config.target.language, config.target.source_language
-    table = Table(title=f"Bits per byte on held-out text (lower is better), best: {result.best.method}")
-    columns = [("target_zero_shot", f"{language} step 0"), ("source_zero_shot", f"{english} step 0"),
-               ("target_after_lapt", f"{language} after LAPT"), ("source_after_lapt", f"{english} after LAPT")]
-    table.add_column("model")
-    for _, title in columns:
-        table.add_column(title, justify="right")
-    table.add_row("source model", f"{result.source_bits_per_byte['target']:.3f}",
-                  f"{result.source_bits_per_byte['source']:.3f}", "", "")
-    for outcome in result.methods:
-        table.add_row(outcome.method, *(f"{outcome.bits_per_byte[k]:.3f}" if k in outcome.bits_per_byte else "-"
-                                        for k, _ in columns))
-    console.print(table)
-    source_key, target_key = f"source_tokenizer.{language}", f"target_tokenizer.{language}"
-    measure = "tokens_per_word" if result.fertility[source_key]["tokens_per_word"] else "tokens_per_character"
-    before, after = result.fertility[source_key][measure], result.fertility[target_key][measure]
-    console.print(f"{language} fertility: {before:.3f} -> {after:.3f} {measure.replace('_', ' ')} "
-                  f"({1 - after / before:.1%} lower)")
-    if result.registered:
-        name, version = result.registered
-        console.print(f"registered [bold]{name}[/] version {version} with alias [bold]candidate[/]")
-    console.print(f"outputs: {result.output_dir}")
-    console.print(f"MLflow: run `mlflow ui --backend-store-uri {result.tracking_uri}` and open http://127.0.0.1:5000"
-                  if result.tracking_uri.startswith("sqlite") else f"MLflow: {result.tracking_uri}")
-
-
-def summary_json(result: AdaptResult) -> str:
-    return json.dumps(
-        {
-            "parent_run_id": result.parent_run_id,
-            "best_method": result.best.method,
-            "fertility": result.fertility,
-            "source_bits_per_byte": result.source_bits_per_byte,
-            "methods": {o.method: o.bits_per_byte for o in result.methods},
-            "registered": list(result.registered) if result.registered else None,
-            "output_dir": str(result.output_dir),
-        },
-        indent=2,
-    )

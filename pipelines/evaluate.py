@@ -28,7 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.evaluation.suites import SuiteConfig, load_suite
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
@@ -157,7 +157,7 @@ def _build_tasks(suite: SuiteConfig, request: EvaluationRequest, work_dir: Path,
 
 
 def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console) -> dict[str, float]:
-    from vocadapt.platform.evaluation.steps import (
+    from vocadapt.pipelines.evaluate_steps import (
         bits_per_byte_step,
         generation_step,
         harness_step,

@@ -173,7 +173,7 @@ def run_language_matrix(
     from transformers import AutoTokenizer
 
     from vocadapt.platform.config import ExperimentConfig
-    from vocadapt.platform.models import load_source_model
+    from vocadapt.platform.model_loading import load_source_model
 
     settings = settings or MatrixSettings()
     console = console or Console()
@@ -254,7 +254,7 @@ def measure_language(corpus: LanguageCorpus, source_model, source_tokenizer, set
 
 
 def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> None:
-    from vocadapt.platform.commands._errors import UserError
+    from vocadapt.components.errors import UserError
 
     if not corpora:
         raise UserError("no languages to measure; pass --lang XX (e.g. --lang hi --lang ja)")

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.sweeps import (
     METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below,
@@ -254,7 +254,7 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> tuple[str, int]:
-    from vocadapt.platform.models import registered_model_name
+    from vocadapt.platform.model_loading import registered_model_name
     from vocadapt.platform.registry import register_model
 
     name = sweep.registered_model or base.tracking.registered_model or registered_model_name(base)

@@ -35,7 +35,7 @@ from vocadapt.components.corpora import (
 )
 from vocadapt.components.corpora.sources import BIBLES, HELP_LANGUAGES, HELP_LICENCE, HELP_SOURCE, help_package
 from vocadapt.components.language_id import fasttext_label, find_lid_model, identify_languages, known_labels
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

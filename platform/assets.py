@@ -31,7 +31,7 @@ from typing import Any
 from rich.console import Console
 
 from vocadapt.components.corpora.splits import SPLITS
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.components.language_id import fasttext_label, identify_languages, language_shares
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 
 
 class CorpusCheckError(UserError):

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.gates import (  # noqa: F401  (re-exported: the registry's public names)
     DEFAULT_BENCHMARK_MARGINS, GateResult, Margin, PromotionDecision, PromotionGates, evaluate_gates, gate_table,
 )

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.registry import ModelFilesError, verify_model_files
 
 _MODEL_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")

@@ -1,7 +1,8 @@
-"""The project's shape: one namespace, no shadowing of the standard library, the layering rule, a complete wheel."""
+"""The project's shape: one namespace, no shadowing of the standard library, the layering rules, a complete wheel."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PORTIONS = ("components", "platform", "pipelines", "dashboards")
+PORTIONS = ("components", "platform", "pipelines", "cli", "dashboards")
 EDGE_LIBRARIES = ("ray", "mlflow", "deepspeed", "streamlit", "great_expectations", "vllm")
 
 
@@ -43,9 +44,52 @@ def test_components_never_import_edge_libraries():
     assert result.stdout.strip() == "", f"components import edge libraries: {result.stdout.strip()}"
 
 
+# what each portion may import of the others: the command line sits above the pipelines, the pipelines above the
+# edges (platform), the edges above the pure computation (components); the dashboard reads what the platform recorded
+MAY_IMPORT = {
+    "components": {"components"},
+    "platform": {"components", "platform"},
+    "pipelines": {"components", "platform", "pipelines"},
+    "cli": {"components", "platform", "pipelines", "dashboards", "cli"},
+    "dashboards": {"components", "platform", "dashboards"},
+}
+
+
+def _vocadapt_imports(path: Path) -> set[str]:
+    """The portions of ``vocadapt`` a file imports anywhere in it (inside functions too, where heavy imports live)."""
+    portions = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "vocadapt" and len(parts) > 1 and parts[1] in MAY_IMPORT:
+                portions.add(parts[1])
+    return portions
+
+
+@pytest.mark.parametrize("portion", sorted(MAY_IMPORT))
+def test_layering(portion):
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(_vocadapt_imports(path) - MAY_IMPORT[portion])
+        for path in sorted((ROOT / portion).rglob("*.py"))
+    }
+    wrong = {path: portions for path, portions in wrong.items() if portions}
+    assert not wrong, f"{portion}/ may import only {sorted(MAY_IMPORT[portion])}: {wrong}"
+
+
+def test_layering_check_sees_function_level_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from vocadapt.pipelines.adapt import run_adapt\n    import vocadapt.cli.app\n")
+    assert _vocadapt_imports(module) == {"pipelines", "cli"}
+
+
 def test_every_module_imports():
     failures = []
-    for portion in ("components", "platform", "pipelines"):
+    for portion in ("components", "platform", "pipelines", "cli"):
         package = importlib.import_module(f"vocadapt.{portion}")
         for module in pkgutil.walk_packages(package.__path__, f"vocadapt.{portion}."):
             try:

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from vocadapt.components.tokenizers.canonical import canonical_tokens
 
 ANCHORS_PER_KIND = 128
 
@@ -89,3 +92,47 @@ def similarity_matrix(
             value = embedding_similarity(spaces[a], spaces[names[j]], anchor_rows, token_rows)
             matrix[i][j] = matrix[j][i] = value
     return names, matrix
+
+@dataclass(frozen=True)
+class SimilarityTable:
+    names: list[str]
+    matrix: list[list[float]]  # [models, models], 0-100, symmetric
+    anchors: int
+    tokens: int
+
+    def as_dict(self) -> dict:
+        return {"names": self.names, "matrix": self.matrix, "anchors": self.anchors, "tokens_compared": self.tokens}
+
+    def pairs(self) -> dict[str, float]:
+        """``{"<a>__<b>": similarity}`` for each unordered pair, for MLflow metrics."""
+        return {f"{a}__{b}": self.matrix[i][j] for i, a in enumerate(self.names)
+                for j, b in enumerate(self.names) if i < j}
+
+
+def input_embeddings(model) -> torch.Tensor:
+    """[rows, hidden] input embedding matrix, detached, float32."""
+    return model.get_input_embeddings().weight.detach().float()
+
+
+def compare_embeddings(
+    models: Mapping[str, tuple[torch.Tensor, object]], *, anchors_per_kind: int = 128, seed: int = 0
+) -> SimilarityTable:
+    """``models``: name -> (embeddings [rows, hidden], tokenizer). Shared tokens by canonical form."""
+    if len(models) < 2:
+        raise ValueError("compare at least two models (an adapted model and a helper or another adapted model)")
+    forms_by_model = {}
+    for name, (embeddings, tokenizer) in models.items():
+        forms = canonical_tokens(tokenizer)
+        # ids beyond the embedding rows (none in a checkpoint we write: the matrix is padded, not the vocabulary) and special tokens are out
+        forms_by_model[name] = {form: i for i, form in enumerate(forms[: embeddings.shape[0]])
+                                if form is not None and not form.special and form.data}
+    shared = sorted(set.intersection(*(set(index) for index in forms_by_model.values())),
+                    key=lambda form: (form.data, form.word_start))
+    word_start = {position: form.word_start for position, form in enumerate(shared)}
+    anchor_rows = choose_anchors(range(len(shared)), word_start, per_kind=anchors_per_kind, seed=seed)
+    spaces = {
+        name: embeddings[torch.as_tensor([forms_by_model[name][form] for form in shared])]
+        for name, (embeddings, _) in models.items()
+    }
+    names, matrix = similarity_matrix(spaces, anchor_rows)
+    return SimilarityTable(names, matrix, len(anchor_rows), len(shared))

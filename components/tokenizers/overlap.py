@@ -99,3 +99,9 @@ def token_overlap(source_tokenizer: Any, target_tokenizer: Any) -> TokenOverlap:
         shared_by_raw_string=len(raw_source & raw_target),
         special_roles=special_roles,
     )
+
+
+def new_token_ids(source_tokenizer, tokenizer) -> set[int]:
+    """Ids of ``tokenizer`` whose canonical form the source tokenizer lacks: the new vocabulary (%Gen)."""
+    overlap = token_overlap(source_tokenizer, tokenizer)
+    return set(range(len(tokenizer))) - set(overlap.target_to_source)

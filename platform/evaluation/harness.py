@@ -99,7 +99,7 @@ def completions_model(base_url: str, model_name: str, tokenizer_dir: Path, *, ba
             max_retries=1, timeout=600,
         )
     except ModuleNotFoundError as error:  # lm-eval's API models need its [api] extra (tenacity, aiohttp)
-        from vocadapt.platform.commands._errors import UserError
+        from vocadapt.components.errors import UserError
 
         raise UserError(f"generation through vLLM needs lm-eval's API extra ({error}): "
                         "pip install 'lm-eval[api]==0.4.13', or use generation.backend=transformers") from error

@@ -21,7 +21,7 @@ import yaml
 
 from vocadapt.components.evaluation.cloze import build_cloze_items
 from vocadapt.components.evaluation.prompts import SHOT_SEPARATOR, STOP, translation_header, translation_query
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.evaluation.suites import SuiteConfig
 
 

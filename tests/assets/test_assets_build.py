@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from vocadapt.platform import asset_builders
 from vocadapt.platform.assets import AssetsNotBuilt, build_assets, load_assets, vocadapt_home
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 
 
 class FakeBuilders:

@@ -8,7 +8,7 @@ import pytest
 
 from vocadapt.components.corpora import AlignedUnit, keep_language
 from vocadapt.components.language_id import fasttext_label, find_lid_model, identify_languages, language_shares
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.corpus_checks import CorpusCheckError, check_corpus
 
 

@@ -42,7 +42,7 @@ def test_runs_are_recognised_by_what_they_logged(filled_store):
 def test_app_renders_every_section(filled_store, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from vocadapt.platform.commands.dashboard import app_path
+    from vocadapt.cli.commands.dashboard import app_path
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", filled_store)
     app = AppTest.from_file(str(app_path()), default_timeout=120).run()
@@ -66,7 +66,7 @@ def test_app_renders_every_section(filled_store, monkeypatch):
 def test_dashboard_command_refuses_a_missing_store(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from vocadapt.platform.cli import app
+    from vocadapt.cli.app import app
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -76,7 +76,7 @@ def test_dashboard_command_refuses_a_missing_store(tmp_path, monkeypatch):
 
 
 def test_dashboard_app_is_found_through_the_namespace():
-    from vocadapt.platform.commands.dashboard import app_path, dashboard_command_line
+    from vocadapt.cli.commands.dashboard import app_path, dashboard_command_line
 
     assert app_path().name == "app.py" and app_path().parent.name == "dashboards"
     line = dashboard_command_line(8600)
@@ -109,7 +109,7 @@ def test_language_matrix_rows_are_its_child_runs(filled_store):
 def test_app_shows_the_language_matrix(filled_store, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from vocadapt.platform.commands.dashboard import app_path
+    from vocadapt.cli.commands.dashboard import app_path
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", filled_store)
     monkeypatch.setenv("VOCADAPT_DASHBOARD_EXPERIMENT", MATRIX_EXPERIMENT)

@@ -20,7 +20,7 @@ pytestmark = [
 
 @pytest.fixture()
 def served_dashboard(filled_store, tmp_path):
-    from vocadapt.platform.commands.dashboard import dashboard_command_line, dashboard_environment
+    from vocadapt.cli.commands.dashboard import dashboard_command_line, dashboard_environment
     from vocadapt.platform.evaluation.serving import free_port
 
     port = free_port()

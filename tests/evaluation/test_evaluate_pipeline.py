@@ -9,7 +9,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from vocadapt.platform.evaluation.generation import TransformersBackend
-from vocadapt.platform.evaluation.steps import _new_token_ids, load_model
+from vocadapt.components.tokenizers.overlap import new_token_ids
+from vocadapt.platform.model_loading import load_model
 
 PROMPTS = ["Traduci dall'Inglese all'Italiano\nText: Good morning, my friend.\nTranslation:", "E Dio disse:",
            "Text: ciao\nTranslation:"]
@@ -33,8 +34,8 @@ def test_batched_generation_equals_one_prompt_at_a_time(adapted):
 def test_new_token_ids_are_the_target_tokens_the_source_lacks(adapted, source_model_dir):
     _, tokenizer = adapted
     _, source_tokenizer = load_model(source_model_dir)
-    new = _new_token_ids(source_tokenizer, tokenizer)
+    new = new_token_ids(source_tokenizer, tokenizer)
     assert 0 < len(new) < len(tokenizer)
     # single bytes are in both byte-level vocabularies, so they are never "new"
     assert tokenizer.convert_tokens_to_ids("a") not in new
-    assert _new_token_ids(tokenizer, tokenizer) == set()
+    assert new_token_ids(tokenizer, tokenizer) == set()

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.evaluation.offline_tasks import HeldOutData, build_offline_tasks
 from vocadapt.platform.evaluation.suites import available_suites, load_suite
 
@@ -58,7 +58,7 @@ def test_missing_held_out_data_fails_before_writing(tmp_path, held_out, quick_su
 @pytest.mark.timeout(300)
 def test_lm_eval_scores_the_tasks_in_memory(tmp_path, held_out, quick_suite_overrides, adapted_model_dir):
     from vocadapt.platform.evaluation.harness import flatten_results, run_harness
-    from vocadapt.platform.evaluation.steps import load_model
+    from vocadapt.platform.model_loading import load_model
 
     suite = load_suite("offline", quick_suite_overrides)
     tasks = build_offline_tasks(suite, held_out, tmp_path / "tasks")
@@ -78,7 +78,7 @@ def test_lm_eval_scores_the_tasks_in_memory(tmp_path, held_out, quick_suite_over
 
 @pytest.mark.timeout(300)
 def test_score_model_in_memory(held_out, quick_suite_overrides, source_model_dir):
-    from vocadapt.platform.evaluation.steps import load_model, score_model
+    from vocadapt.pipelines.evaluate_steps import load_model, score_model
 
     model, tokenizer = load_model(source_model_dir)
     overrides = quick_suite_overrides | {"harness.limit": "3", "translation.directions": "[[en, it]]",

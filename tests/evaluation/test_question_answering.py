@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.evaluation.question_answering import process_results, reference_answers
 from vocadapt.platform.evaluation.suites import TASKS_DIR, load_suite
 
@@ -74,7 +74,7 @@ def test_cluster_suite_runs_squad_it_two_shot_and_the_rest_zero_shot():
 
 def test_harness_step_runs_each_shot_count_once(monkeypatch):
     from vocadapt.platform.evaluation import harness
-    from vocadapt.platform.evaluation.steps import harness_step
+    from vocadapt.pipelines.evaluate_steps import harness_step
 
     calls = []
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 from vocadapt.platform.evaluation.serving import CPU_PACKAGE, VllmServer, install_commands
 
 FAKE_SERVER = textwrap.dedent('''

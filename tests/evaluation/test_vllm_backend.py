@@ -19,7 +19,7 @@ pytestmark = [
 def test_vllm_server_generates_greedily_like_transformers(vllm_sized_model, tmp_path):
     from vocadapt.platform.evaluation.generation import TransformersBackend, VllmBackend
     from vocadapt.platform.evaluation.serving import VllmServer
-    from vocadapt.platform.evaluation.steps import load_model
+    from vocadapt.platform.model_loading import load_model
 
     prompts = ["Traduci dall'Inglese all'Italiano\nText: Good morning.\nTranslation:", "E Dio disse:"]
     server = VllmServer(vllm_sized_model, log_file=tmp_path / "vllm.log", max_model_len=512)

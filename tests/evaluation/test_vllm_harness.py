@@ -44,7 +44,7 @@ def test_generative_tasks_go_to_the_vllm_server_and_the_rest_stay_in_memory(vllm
                                                                           monkeypatch):
     from vocadapt.platform.evaluation import harness
     from vocadapt.platform.evaluation.offline_tasks import TaskFolder
-    from vocadapt.platform.evaluation.steps import harness_step, load_model
+    from vocadapt.pipelines.evaluate_steps import harness_step, load_model
     from vocadapt.platform.evaluation.suites import load_suite
 
     tasks_dir = tmp_path / "tasks"

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(600)
 def fake_vllm(monkeypatch):
     """Every start, stop and generation of the fake vLLM servers, as (event, resolved model folder, ...)."""
     from vocadapt.platform.evaluation import generation, harness, serving
-    from vocadapt.platform.evaluation.steps import load_model
+    from vocadapt.platform.model_loading import load_model
 
     events = []
 
@@ -78,7 +78,7 @@ def test_one_server_per_model_serves_benchmarks_and_generation(tmp_path, fake_vl
 
 
 def test_servers_stop_after_ctrl_c(tmp_path, fake_vllm, adapted_model_dir, source_model_dir):
-    from vocadapt.platform.evaluation.steps import model_servers
+    from vocadapt.pipelines.evaluate_steps import model_servers
     from vocadapt.platform.evaluation.suites import load_suite
 
     folders = {"": adapted_model_dir, "source_model.": source_model_dir}

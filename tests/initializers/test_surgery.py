@@ -146,7 +146,7 @@ def test_checkpoint_surgery_failure_leaves_nothing(tmp_path, source_tokenizer, t
 def test_cli_init_writes_a_checkpoint_and_reports_bad_input(tmp_path, source_tokenizer, target_tokenizer, corpus_file):
     from typer.testing import CliRunner
 
-    from vocadapt.platform.cli import app
+    from vocadapt.cli.app import app
 
     source_dir = _save_source(tmp_path, source_tokenizer, tied=True)
     target_dir = tmp_path / "target"

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 
 pytestmark = pytest.mark.timeout(900)
 

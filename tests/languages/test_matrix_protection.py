@@ -16,7 +16,7 @@ from vocadapt.pipelines.languages import (
     read_pairs,
     with_guard,
 )
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 
 # English words (of the tiny source tokenizer's training text) that Italian tokens split differently when only
 # the held-out lines are protected

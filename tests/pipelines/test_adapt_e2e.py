@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from tests.mlflow_server import mlflow_server
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_mlproject_entry_points_name_real_commands():
     from typer.testing import CliRunner
 
-    from vocadapt.platform.cli import app
+    from vocadapt.cli.app import app
 
     project = yaml.safe_load((ROOT / "MLproject").read_text())
     assert {"main", "adapt", "lapt", "sweep", "evaluate"} <= set(project["entry_points"])

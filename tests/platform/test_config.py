@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 from vocadapt.platform.config import ConfigError, ExperimentConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]

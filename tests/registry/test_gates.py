@@ -133,7 +133,7 @@ def test_a_margin_must_state_its_kind(section, message):
 def test_bad_gates_in_a_file_stop_promote_before_the_registry_is_touched(tmp_path):
     from typer.testing import CliRunner
 
-    from vocadapt.platform.cli import app
+    from vocadapt.cli.app import app
 
     path = tmp_path / "gates.yaml"
     path.write_text("promotion:\n  benchmarks: {chrf: 1.0}\n", encoding="utf-8")

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.registry.tiny_registry_world import GOOD_METRICS, credentials, lineage, log_adapted_runs
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 from vocadapt.platform.registry import GATES_TAG, PromotionGates
 
 NAME = "vocadapt-it-recorded-gates"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.registry.tiny_registry_world import (
     GOOD_METRICS, basic_auth_server, build_tiny_model, credentials, lineage, log_adapted_runs,
 )
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 
 ADMIN_PASSWORD = "a-test-admin-password-7d1f"
 NAME = "vocadapt-it-tiny"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.registry.tiny_registry_world import GOOD_METRICS, lineage, log_adapted_runs
-from vocadapt.platform.commands._errors import UserError
+from vocadapt.components.errors import UserError
 
 NAME = "history-model"
 

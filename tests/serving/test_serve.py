@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.registry.tiny_registry_world import build_tiny_model, lineage, log_adapted_runs
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 
 NAME = "vocadapt-it-served"
 

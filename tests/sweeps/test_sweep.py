@@ -106,7 +106,7 @@ def test_sweep_nests_runs_stops_the_bad_trial_records_the_failed_one_and_registe
 
 def test_sweep_resumes_under_the_same_parent_and_retries_only_the_failed_trial(ray_cluster, tmp_path, monkeypatch):
     from vocadapt.pipelines.sweep import run_sweep
-    from vocadapt.platform.commands._errors import UserError
+    from vocadapt.components.errors import UserError
 
     monkeypatch.chdir(tmp_path)
     sweep = _sweep(tmp_path, ["fvt", "flaky"], register_best=False)

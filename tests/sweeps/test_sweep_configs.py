@@ -24,7 +24,7 @@ def test_sweep_configs_are_shipped():
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_sweep_config_validates_every_trial(path):
     from vocadapt.pipelines.sweep import check_methods
-    from vocadapt.platform.commands.promote import load_gates
+    from vocadapt.cli.commands.promote import load_gates
 
     sweep = load_sweep_config(path)
     check_methods(sweep)  # every initialiser named is registered
@@ -74,7 +74,7 @@ def test_bad_sweep_configs_fail_naming_the_problem(tmp_path, text, message):
 
 def test_unknown_initialiser_fails_before_ray_starts(tmp_path):
     from vocadapt.pipelines.sweep import check_methods
-    from vocadapt.platform.commands._errors import UserError
+    from vocadapt.components.errors import UserError
 
     sweep = load_sweep_config(_write(tmp_path, "base: base.yaml\nsearch_space: {init.methods: {grid: [fvt, telepathy]}}\n"))
     with pytest.raises(UserError, match="telepathy"):
@@ -82,7 +82,7 @@ def test_unknown_initialiser_fails_before_ray_starts(tmp_path):
 
 
 def test_sweep_command_reports_a_bad_config_with_exit_2(tmp_path):
-    from vocadapt.platform.cli import app
+    from vocadapt.cli.app import app
 
     result = CliRunner().invoke(app, ["sweep", "--config", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and "does not exist" in result.output

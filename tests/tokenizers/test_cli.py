@@ -9,7 +9,7 @@ from transformers import AutoTokenizer, LlamaConfig, MistralConfig
 from typer.testing import CliRunner
 
 from vocadapt.components.tokenizers.params import count_parameters, vocabulary_change
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 
 runner = CliRunner()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vocadapt.platform.cli import app
+from vocadapt.cli.app import app
 from vocadapt.platform.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_ray_cluster_launcher_yaml_installs_vocadapt_and_starts_ray():
 
 
 def test_submit_builds_a_job_with_working_dir_and_pinned_requirements():
-    from vocadapt.platform.commands.submit import job_spec, pinned_requirements
+    from vocadapt.cli.commands.submit import job_spec, pinned_requirements
 
     pins = pinned_requirements(ROOT / "pyproject.toml")
     assert "ray[train,tune]==2.60.0" in pins

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from vocadapt.platform.commands._errors import user_errors
+from vocadapt.cli.errors import user_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
 
         from mlflow.exceptions import MlflowException
 
-        from vocadapt.platform.commands.promote import explain_mlflow_error, registry_client
+        from vocadapt.cli.commands.promote import explain_mlflow_error, registry_client
         from vocadapt.platform.serving import download_verified, parse_model_uri, serve_verified
         from vocadapt.platform.tracking import resolve_tracking_uri
 

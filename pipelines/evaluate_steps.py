@@ -1,37 +1,18 @@
-"""The steps of the ``evaluate`` pipeline, each returning flat metrics: parameter counts, lm-eval benchmarks,
+"""The steps of the ``evaluate`` pipeline (``pipelines/evaluate.py``), each returning flat metrics: parameter counts, lm-eval benchmarks,
 bits per byte, side-by-side generation, embedding similarity."""
 
 from __future__ import annotations
 
+import json
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
 from rich.console import Console
 
+from vocadapt.components.evaluation.embedding_similarity import SimilarityTable
+from vocadapt.components.evaluation.parameters import parameter_counts
 from vocadapt.platform.evaluation.suites import SuiteConfig
-
-
-def load_model(path: Path):
-    """(model, tokenizer) from a folder: safetensors only, no remote code, eval mode, float32 on CPU."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, use_safetensors=True,
-                                                 trust_remote_code=False)
-    return model.eval(), tokenizer
-
-
-def parameter_counts(model) -> dict[str, float]:
-    """Total, embedding (input + untied head) and vocabulary rows, as SAVA Table 1 compares them."""
-    total = sum(p.numel() for p in model.parameters())
-    embeddings = model.get_input_embeddings().weight
-    head = model.get_output_embeddings()
-    embedding_parameters = embeddings.numel()
-    if head is not None and head.weight.data_ptr() != embeddings.data_ptr():
-        embedding_parameters += head.weight.numel()
-    return {"parameters.total": float(total), "parameters.embeddings": float(embedding_parameters),
-            "parameters.vocabulary_rows": float(embeddings.shape[0])}
+from vocadapt.platform.model_loading import load_model
 
 
 def harness_step(suite: SuiteConfig, model, tokenizer, tasks, *, model_dir: Path | None = None,
@@ -129,9 +110,10 @@ def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, sourc
     """
     from vocadapt.components.evaluation.efficiency import generation_efficiency, speed_up
     from vocadapt.components.evaluation.prompts import first_line
+    from vocadapt.components.tokenizers.overlap import new_token_ids
     from vocadapt.components.evaluation.text_scores import chrf
 
-    new_ids = _new_token_ids(source[1], tokenizer) if source else None
+    new_ids = new_token_ids(source[1], tokenizer) if source else None
     prompts = {task: tasks.translation_items(task)[: suite.generation.examples] for task in tasks.translation_tasks}
     contenders = {"": (model_dir, model, tokenizer)}
     if source:
@@ -190,14 +172,6 @@ def _combined(records):
                             sum(r.seconds for r in records))
 
 
-def _new_token_ids(source_tokenizer, tokenizer) -> set[int]:
-    """Ids of ``tokenizer`` whose canonical form the source tokenizer lacks: the new vocabulary (%Gen)."""
-    from vocadapt.components.tokenizers.overlap import token_overlap
-
-    overlap = token_overlap(source_tokenizer, tokenizer)
-    return set(range(len(tokenizer))) - set(overlap.target_to_source)
-
-
 class _backend:
     """The suite's backend for one model, as a context manager (a vLLM server it starts lives only inside it; a
     ``served`` one is the caller's to stop)."""
@@ -226,7 +200,7 @@ class _backend:
 
 def similarity_step(suite: SuiteConfig, name: str, model, tokenizer, peers: dict[str, str], work_dir: Path):
     """Pairwise similarity of the model and its peers; metrics and the two artifact files."""
-    from vocadapt.platform.evaluation.similarity import compare_embeddings, input_embeddings, write_similarity_artifacts
+    from vocadapt.components.evaluation.embedding_similarity import compare_embeddings, input_embeddings
 
     spaces = {name: (input_embeddings(model), tokenizer)}
     for peer_name, folder in peers.items():
@@ -236,7 +210,7 @@ def similarity_step(suite: SuiteConfig, name: str, model, tokenizer, peers: dict
     try:
         table = compare_embeddings(spaces, anchors_per_kind=suite.similarity.anchors_per_kind, seed=suite.seed)
     except ValueError as error:
-        from vocadapt.platform.commands._errors import UserError
+        from vocadapt.components.errors import UserError
 
         raise UserError(f"embedding similarity: {error} (suite field similarity.anchors_per_kind)") from error
     metrics = {f"similarity.{pair}": value for pair, value in table.pairs().items()}
@@ -271,3 +245,30 @@ def score_model(model, tokenizer, suite: SuiteConfig | str = "offline", *, held_
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_similarity_artifacts(table: SimilarityTable, folder: Path) -> tuple[Path, Path]:
+    """``similarity.json`` and ``similarity.png`` (annotated heat map) in ``folder``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path = folder / "similarity.json"
+    json_path.write_text(json.dumps(table.as_dict(), indent=2), encoding="utf-8")
+    size = 1.2 + 0.9 * len(table.names)
+    figure, axes = plt.subplots(figsize=(size + 1.5, size))
+    image = axes.imshow(table.matrix, cmap="viridis", vmin=min(min(row) for row in table.matrix), vmax=100)
+    axes.set_xticks(range(len(table.names)), table.names, rotation=45, ha="right")
+    axes.set_yticks(range(len(table.names)), table.names)
+    for i, row in enumerate(table.matrix):
+        for j, value in enumerate(row):
+            axes.text(j, i, f"{value:.1f}", ha="center", va="center", color="white" if value < 90 else "black")
+    axes.set_title(f"Embedding similarity\n({table.anchors} anchors, {table.tokens} tokens)")
+    figure.colorbar(image, ax=axes)
+    figure.tight_layout()
+    png_path = folder / "similarity.png"
+    figure.savefig(png_path, dpi=100, bbox_inches="tight", metadata={"Software": None})
+    plt.close(figure)
+    return json_path, png_path

@@ -1,4 +1,5 @@
-"""How commands turn a user error into a clear message and a non-zero exit."""
+"""How commands turn a user error (``vocadapt.components.errors.UserError``) into a clear message and a non-zero
+exit."""
 
 from __future__ import annotations
 
@@ -8,11 +9,9 @@ from collections.abc import Iterator
 import typer
 from rich.console import Console
 
+from vocadapt.components.errors import UserError
+
 console = Console(stderr=True, soft_wrap=True)
-
-
-class UserError(Exception):
-    """Bad input from the user: the message names the problem and the fix. Exits with code 2, no traceback."""
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """The ``vocadapt`` command line.
 
-Each command lives in ``platform/commands/<name>.py`` with a ``register(app)`` function and is found automatically,
+Each command lives in ``cli/commands/<name>.py`` with a ``register(app)`` function and is found automatically,
 so a new command touches no shared file. Command modules import heavy libraries inside the command, so ``--help``
 stays fast.
 """
@@ -28,7 +28,7 @@ def _root() -> None:
 
 
 def _register_commands() -> None:
-    from vocadapt.platform import commands
+    from vocadapt.cli import commands
 
     for module in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not module.name.startswith("_"):

@@ -8,7 +8,9 @@ from typing import Optional
 
 import typer
 
-from vocadapt.platform.commands._errors import UserError, user_errors
+from vocadapt.cli.errors import user_errors
+
+from vocadapt.components.errors import UserError
 
 COLUMNS = ("tokens_per_word", "tokens_per_character", "tokens_per_byte", "tokens_per_document", "parity",
            "new_token_share", "byte_fallback_rate")  # fmt: skip
@@ -30,7 +32,7 @@ def register(app: typer.Typer) -> None:
         """Measure fertility (batch-encoded) of each tokenizer on the same corpus."""
         from vocadapt.components.tokenizers.fertility import fertility_report
         from vocadapt.components.tokenizers.overlap import token_overlap
-        from vocadapt.platform.commands.tokenizer import load_tokenizer, read_lines
+        from vocadapt.cli.commands.tokenizer import load_tokenizer, read_lines
 
         with user_errors(FileNotFoundError, ValueError):
             documents = read_lines(corpus, max_lines)

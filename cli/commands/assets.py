@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from vocadapt.platform.commands._errors import user_errors
+from vocadapt.cli.errors import user_errors
 
 
 def register(app: typer.Typer) -> None:

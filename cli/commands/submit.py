@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from vocadapt.platform.commands._errors import user_errors
+from vocadapt.cli.errors import user_errors
 
 # What the job's working directory upload leaves out: caches, virtual environments, run outputs, stores.
 EXCLUDES = [".git", ".venv", "**/__pycache__", "runs", "mlruns", "mlartifacts", "*.db", "*.egg-info", ".pytest_cache"]

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         command.append(args.config)
     for override in shlex.split(args.overrides):
         command += ["--set", override]
-    from vocadapt.platform.cli import app
+    from vocadapt.cli.app import app
 
     return app(command + rest, standalone_mode=True) or 0
 

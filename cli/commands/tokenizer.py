@@ -13,7 +13,9 @@ from typing import Optional
 
 import typer
 
-from vocadapt.platform.commands._errors import UserError, user_errors
+from vocadapt.cli.errors import user_errors
+
+from vocadapt.components.errors import UserError
 
 tokenizer_app = typer.Typer(help="Train, compare and expand tokenizers.", no_args_is_help=True)
 BAD_INPUT = (FileNotFoundError, FileExistsError, ValueError)

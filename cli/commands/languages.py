@@ -7,7 +7,9 @@ from typing import Optional
 
 import typer
 
-from vocadapt.platform.commands._errors import UserError, user_errors
+from vocadapt.cli.errors import user_errors
+
+from vocadapt.components.errors import UserError
 
 
 def register(app: typer.Typer) -> None:

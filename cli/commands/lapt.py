@@ -1,0 +1,38 @@
+"""``vocadapt lapt``: continued pre-training of one model on Ray Train, tracked in MLflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from vocadapt.cli.errors import user_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("lapt")
+    def lapt_command(
+        config_path: Optional[Path] = typer.Argument(
+            None, metavar="CONFIG", help="Experiment YAML; its lapt, corpus, evaluation and tracking sections apply."
+        ),
+        config_option: Optional[Path] = typer.Option(None, "--config", help="The same, as an option."),
+        set_: list[str] = typer.Option([], "--set", help="Dotted override, e.g. lapt.max_steps=5 (repeatable)."),
+        model: Optional[Path] = typer.Option(
+            None, "--model", help="Model folder to train (with its tokenizer), e.g. an adapted model; default: "
+            "the config's source model."
+        ),
+        output: Optional[Path] = typer.Option(None, "--output", help="Where the trained model goes; default: "
+                                              "<output_dir>/<name>/lapt."),
+    ) -> None:
+        """Continue pre-training a model on mixed target/source text (Ray Train, optional DeepSpeed); log to MLflow."""
+        from vocadapt.platform.config import load_config
+
+        with user_errors(FileNotFoundError):
+            config = load_config(config_option or config_path, set_)
+            from vocadapt.pipelines.lapt import run_lapt
+
+            result = run_lapt(config, model, output)
+        typer.echo(f"trained model: {result.model_dir}")
+        typer.echo("bits per byte after LAPT: " + ", ".join(f"{k}={v:.4f}" for k, v in result.bits_per_byte.items()))
+        typer.echo(f"median throughput: {result.tokens_per_second:.0f} real tokens/s over all workers")

@@ -1,0 +1,73 @@
+"""What the adapt pipeline prints: the fertility table, the bits-per-byte table and the JSON summary."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from vocadapt.pipelines.adapt import AdaptResult
+    from vocadapt.platform.config import ExperimentConfig
+
+
+def print_fertility(fertility: dict[str, dict[str, Any]], console: Console) -> None:
+    from rich.table import Table
+
+    measures = ("tokens_per_word", "tokens_per_character", "tokens_per_byte", "parity")
+    table = Table(title="Fertility on held-out text (tokens per word only where words are delimited)")
+    table.add_column("tokenizer.language")
+    for measure in measures:
+        table.add_column(measure, justify="right")
+    for key, report in fertility.items():
+        table.add_row(key, *(_number(report.get(m)) for m in measures))
+    console.print(table)
+
+
+def _number(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def print_summary(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
+    from rich.table import Table
+
+    language, english = config.target.language, config.target.source_language
+    table = Table(title=f"Bits per byte on held-out text (lower is better), best: {result.best.method}")
+    columns = [("target_zero_shot", f"{language} step 0"), ("source_zero_shot", f"{english} step 0"),
+               ("target_after_lapt", f"{language} after LAPT"), ("source_after_lapt", f"{english} after LAPT")]
+    table.add_column("model")
+    for _, title in columns:
+        table.add_column(title, justify="right")
+    table.add_row("source model", f"{result.source_bits_per_byte['target']:.3f}",
+                  f"{result.source_bits_per_byte['source']:.3f}", "", "")
+    for outcome in result.methods:
+        table.add_row(outcome.method, *(f"{outcome.bits_per_byte[k]:.3f}" if k in outcome.bits_per_byte else "-"
+                                        for k, _ in columns))
+    console.print(table)
+    source_key, target_key = f"source_tokenizer.{language}", f"target_tokenizer.{language}"
+    measure = "tokens_per_word" if result.fertility[source_key]["tokens_per_word"] else "tokens_per_character"
+    before, after = result.fertility[source_key][measure], result.fertility[target_key][measure]
+    console.print(f"{language} fertility: {before:.3f} -> {after:.3f} {measure.replace('_', ' ')} "
+                  f"({1 - after / before:.1%} lower)")
+    if result.registered:
+        name, version = result.registered
+        console.print(f"registered [bold]{name}[/] version {version} with alias [bold]candidate[/]")
+    console.print(f"outputs: {result.output_dir}")
+    console.print(f"MLflow: run `mlflow ui --backend-store-uri {result.tracking_uri}` and open http://127.0.0.1:5000"
+                  if result.tracking_uri.startswith("sqlite") else f"MLflow: {result.tracking_uri}")
+
+
+def summary_json(result: AdaptResult) -> str:
+    return json.dumps(
+        {
+            "parent_run_id": result.parent_run_id,
+            "best_method": result.best.method,
+            "fertility": result.fertility,
+            "source_bits_per_byte": result.source_bits_per_byte,
+            "methods": {o.method: o.bits_per_byte for o in result.methods},
+            "registered": list(result.registered) if result.registered else None,
+            "output_dir": str(result.output_dir),
+        },
+        indent=2,
+    )
