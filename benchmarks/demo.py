@@ -2,7 +2,7 @@
 
 Peak memory is the largest total resident set of the whole process tree (driver, Ray processes and workers),
 sampled every 0.2 s with psutil, since Ray workers are not the driver's direct children.
-Goal (issue 2): the whole demo within 10 minutes on a 2-core machine.
+Goal: the whole demo within 10 minutes on a 2-core machine.
 
     python benchmarks/demo.py [--config configs/italian-smollm2.yaml] [--set key=value ...]
 """

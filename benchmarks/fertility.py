@@ -5,7 +5,7 @@ count the same tokens (checked); MB/s is UTF-8 megabytes of text per second of w
 
     python benchmarks/fertility.py [--tokenizer embedded] [--corpus FILE ...] [--repeat 3]
 
-``--adaptation`` instead prints issue 3's done-when figures on the embedded default: the demo's target tokenizer
+``--adaptation`` instead prints the tokenizer-adaptation figures on the embedded default: the demo's target tokenizer
 (byte-level BPE, 16,384, trained on the Italian training split like SmolLM2) against SmolLM2 on held-out Italian;
 SmolLM2 expanded with k = 100, 1,000, 5,000 top tokens and the full ΔV, English protected by its training split
 alone and then also by the assets' English word list, checked on held-out English and on English never seen by
@@ -42,7 +42,7 @@ def best_of(repeat: int, function, *args) -> tuple[float, object]:
 
 
 def adaptation_figures(workdir: str) -> None:
-    """Issue 3's done-when figures (a few minutes on 2 cores)."""
+    """Target-tokenizer fertility, expansion, and English left unchanged (a few minutes on 2 cores)."""
     from pathlib import Path
 
     from vocadapt.components.tokenizers.expand import expand_vocabulary, top_k_new_tokens, unreachable_tokens
@@ -128,7 +128,7 @@ def main() -> int:
     parser.add_argument("--tokenizer", default="embedded")
     parser.add_argument("--corpus", nargs="*", default=None)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--adaptation", action="store_true", help="print issue 3's done-when figures instead")
+    parser.add_argument("--adaptation", action="store_true", help="print the tokenizer-adaptation figures instead")
     args = parser.parse_args()
     if args.adaptation:
         import tempfile

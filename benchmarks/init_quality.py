@@ -9,7 +9,7 @@ first of them comes up). Two phases, so that a run cut short still has the first
 
 1. zero-shot: every adapted model is scored on the same Italian and English held-out documents (the first
    ``--documents`` non-empty lines of each validation split) in bits per byte (comparable across tokenizers,
-   PITFALLS 12);
+   unlike per-token loss, which is higher for a model with fewer, longer tokens);
 2. LAPT: every method is initialised again (checked identical byte for byte), trained by the same short LAPT (the
    demo's: full model, 4 x 64-token packed sequences per step, 75% Italian / 25% English, peak learning rate 3e-4
    after 2 warm-up steps, cosine; the methods share one tokenizer, so they see the same batches in the same order)

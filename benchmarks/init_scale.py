@@ -3,13 +3,14 @@
 A synthetic checkpoint with Llama-3.1-8B's embedding shapes (128,256 x 4,096, untied, bf16, random values) is
 written as safetensors shards beside a body of two full-size layers (zeros), laid out as Meta's shards are: the
 input embeddings share a shard with layer 0, the LM head with the last layer. Its source tokenizer is the embedded
-default's (SmolLM2, 49,152 byte-level tokens), so the matrix carries padding rows up to 128,256 (PITFALLS 7). It is
+default's (SmolLM2, 49,152 byte-level tokens), so the matrix carries padding rows up to 128,256 (as padded checkpoints
+do: the rows past the tokenizer's last id are no token's, and must be kept). It is
 replaced by a 32,768-token byte-level BPE trained on the Italian training corpus. Each method runs in its own
 process (``adapt_checkpoint``: read the two matrices, initialise, write shards, link the rest); the parent measures
 wall time and the child's peak resident memory. Beside them, FVT as public tools write it: a Python loop that
 tokenizes each token and averages its rows one at a time.
 
-Goal (issue 4): FVT within 60 s and 4 GB peak on a 2-core machine; every other method within 5x FVT's time.
+Goal: FVT within 60 s and 4 GB peak on a 2-core machine; every other method within 5x FVT's time.
 
     python benchmarks/init_scale.py                 # build once under /tmp/vocadapt-init-scale, run all methods
     python benchmarks/init_scale.py --methods fvt random --skip-loop

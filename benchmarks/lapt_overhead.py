@@ -2,7 +2,7 @@
 
 Same model, same batch, same number of threads (the Ray worker reserves as many CPUs as the bare loop uses), the
 same loop code: the difference is what Ray adds (worker process, process group, reporting). Throughput is the
-median over steps after warm-up, in real tokens per second. Goal (issue 5): Ray at least 0.9x the bare loop.
+median over steps after warm-up, in real tokens per second. Goal: Ray at least 0.9x the bare loop.
 
     python benchmarks/lapt_overhead.py [--model DIR] [--steps 12] [--batch-size 4] [--sequence-length 256]
 

@@ -3,7 +3,7 @@
 Two shapes: SmolLM2-135M (the embedded default's weights when built, else its shape with random weights) and a
 Llama-3.2-1B-shaped model with random weights. Data are packed sequences of synthetic token ids (throughput does
 not depend on the text). MFU = flops_per_token x tokens/s / peak, with 6N + 12 L d T FLOPs per token and the
-device's dense bf16 peak (H100: 989 TFLOP/s, not the 1979 sparse figure). Goal (issue 5): MFU >= 45% for the
+device's dense bf16 peak (H100: 989 TFLOP/s, not the 1979 sparse figure). Goal: MFU >= 45% for the
 1B shape on one H100. Side by side in one run: micro-batches per optimizer step (1, and 6 as in SAVA's run) and
 ``lapt.compile`` off and on, each configuration in its own process. Skipped (exit 0 with a message) without a GPU.
 BENCHMARKS.md has the H100 figures (48.1% MFU for the 1B shape, compiled, 6 micro-batches).

@@ -121,7 +121,7 @@ def _sha256(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-# --- the same checks as a great-expectations suite, one validation per split (issue 8) -------------------------
+# --- the same checks as a great-expectations suite, one validation per split ---------------------------------
 
 
 def expectation_suite_results(

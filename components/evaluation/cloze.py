@@ -3,7 +3,8 @@
 Each eligible document (at least ``min_words`` words) is cut at the word boundary nearest its middle; the second
 half is the true continuation, and ``n_choices - 1`` distractors are second halves of other documents of the same
 split with a similar length (within a factor of two in words where possible, so the length alone does not give the
-answer away). Scored by log-likelihood with byte-length normalisation (lm-eval's ``acc_bytes``, PITFALLS 14).
+answer away). Scored by log-likelihood with byte-length normalisation (lm-eval's ``acc_bytes``, not ``acc_norm``,
+which divides by characters).
 Everything is decided by a seeded ``random.Random``: same documents and seed, same items.
 """
 

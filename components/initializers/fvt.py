@@ -15,7 +15,8 @@ def piece_bags(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor, torch.
     """The FVT decomposition as embedding bags: (flat source ids, (N,) offsets, (N,) bool non-empty).
 
     The decomposition tokenizes each token's text (with its word-start space), never its stored string
-    (PITFALLS 3); it comes from the tokenizer toolkit's ``source_pieces``.
+    (the string ``▁hello`` tokenizes to ``['▁', '▁hello']``); it comes from the tokenizer toolkit's
+    ``source_pieces``.
     """
     from vocadapt.components.tokenizers import source_pieces
 

@@ -16,7 +16,7 @@ from vocadapt.components.initializers import InitProblem, register_initializer
 
 
 def _merge_pairs(merges: list) -> list[tuple[str, str]]:
-    """Merges as pairs; tokenizers stores them as pairs or as "a b" strings (PITFALLS 5: a part may hold a space,
+    """Merges as pairs; tokenizers stores them as pairs or as "a b" strings (Llama-3's may hold a space inside a part,
     so a string is split only when it has exactly one space)."""
     pairs = []
     for merge in merges:

@@ -14,7 +14,8 @@ def random_token(problem: InitProblem, *, from_overlap_only: bool = False) -> to
 
     from_overlap_only: draw only among tokens both vocabularies share (otherwise among every source row).
     """
-    # Padding rows past the source tokenizer's length are not tokens (PITFALLS 7): never draw them.
+    # Padding rows past the source tokenizer's length are not tokens (checkpoints pad the matrix to a
+    # multiple of 8, 64 or 128): never draw them.
     token_rows = min(problem.source_matrix.shape[0], len(problem.source_tokenizer))
     candidates = torch.arange(token_rows)
     if from_overlap_only:

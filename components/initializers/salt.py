@@ -91,7 +91,7 @@ def salt(
         the intercept), so it keeps the source rows' common component instead of shrinking towards the origin when the new token's vector lies outside its
         neighbours' span (always, with fewer neighbours than helper dimensions).
 
-    Defaults from ``benchmarks/salt_study.py`` (BENCHMARKS.md, issue 4): Italian held-out bits per byte zero-shot
+    Defaults from ``benchmarks/salt_study.py`` (BENCHMARKS.md): Italian held-out bits per byte zero-shot
     9.90 with (ridge 1e-2, no intercept), 3.76 with (1.0, none), 3.14 with (1.0, 1.0), the best of the grid and
     ahead of FVT's 3.28; temperature and max_neighbours moved it by less than 0.1.
     """

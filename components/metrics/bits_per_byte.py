@@ -1,6 +1,6 @@
 """Bits per byte: the language-modelling loss that is comparable across tokenizers.
 
-A model with fewer, longer tokens has a higher loss per token on the same text (PITFALLS item 12), so models with
+A model with fewer, longer tokens has a higher loss per token on the same text, so models with
 different vocabularies are compared by the total information they spend on the text, normalised by the text's size
 in UTF-8 bytes, which no tokenizer can change (nanochat ``loss_eval.py::evaluate_bpb`` does the same).
 

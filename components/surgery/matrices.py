@@ -1,4 +1,7 @@
-"""Build one adapted matrix (input embeddings or LM head) from its own source matrix (PITFALLS 8)."""
+"""Build one adapted matrix (input embeddings or LM head) from its own source matrix.
+
+An untied LM head (Llama-3.1-8B, Mistral-7B) gets its new rows from the source head, never from the input embeddings.
+"""
 
 from __future__ import annotations
 

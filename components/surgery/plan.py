@@ -2,8 +2,9 @@
 
 Replacement: target tokens whose canonical form (or special role) exists in the source copy that source row; the
 rest are initialised. Expansion: the target tokenizer keeps every source id, so every source row is kept at its id
-and the appended tokens are initialised. Rows past the last token id (padding, PITFALLS 7) are kept from the
-source in expansion and are zero otherwise.
+and the appended tokens are initialised. Rows past the last token id (padding: checkpoints pad the matrix to a
+multiple of 8, 64 or 128, so it has more rows than the tokenizer has ids) are kept from the source in expansion
+and are zero otherwise.
 """
 
 from __future__ import annotations

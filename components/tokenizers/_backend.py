@@ -1,6 +1,6 @@
 """Reading a tokenizer's machinery: its ``tokenizers`` backend, its model kind and how it marks word starts.
 
-Every other module of the toolkit works on the backend's JSON, never on ``decode([id])`` (PITFALLS 2): decoding one
+Every other module of the toolkit works on the backend's JSON, never on ``decode([id])``: decoding one
 token loses the word-start space of sentencepiece pieces and turns partial UTF-8 bytes into U+FFFD.
 """
 

@@ -1,4 +1,4 @@
-"""BPE on one pre-token, and the merges that make a new token reachable (PITFALLS 4).
+"""BPE on one pre-token, and the merges that make a new token reachable (without them, BPE never emits it).
 
 A BPE tokenizer applies, over and over, the highest-priority merge among adjacent symbols (lowest rank, then
 leftmost), exactly as ``tokenizers``' BPE does. A new token appended to a vocabulary is produced only if merges

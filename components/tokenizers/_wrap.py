@@ -1,6 +1,6 @@
 """Special tokens and the transformers wrapper for a freshly built ``tokenizers.Tokenizer``.
 
-A target tokenizer that replaces a model's vocabulary must carry the model's special tokens (PITFALLS 9): the
+A target tokenizer that replaces a model's vocabulary must carry the model's special tokens: the
 roles bos/eos/pad/unk, the added tokens its chat template uses, the template itself, and whether bos/eos are
 inserted on encode. ``plan_special_tokens(like=source)`` collects them; ``wrap_fast`` applies them.
 """

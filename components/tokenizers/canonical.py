@@ -1,4 +1,4 @@
-"""One spelling for every token: its bytes plus whether it starts a word (PITFALLS 1 and 2).
+"""One spelling for every token: its bytes plus whether it starts a word, never the stored string or ``decode([id])``.
 
 Byte-level BPE stores ``ĠCafÃ©``, sentencepiece stores ``▁Café`` (and ``<0xC3>`` byte pieces), WordPiece stores
 ``##é`` for a continuation. All of them are the same kind of thing: a byte string that may begin a word. The

@@ -1,4 +1,4 @@
-"""The FVT decomposition: which source tokens a target token's text is made of (PITFALLS 3).
+"""The FVT decomposition: which source tokens a target token's text is made of.
 
 FVT (Gee et al. 2022; SAVA §3.1; "Design choices" §3.2) initialises a new token as the mean of the source rows of
 ``T_s(t)``. ``T_s(t)`` must tokenize the token's *text*: tokenizing the stored string ``▁hello`` with a

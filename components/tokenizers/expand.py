@@ -8,9 +8,10 @@ Two recipes from the papers:
 
 Both work on byte-level BPE (GPT-2, Llama-3 with ``ignore_merges``, SmolLM2) and sentencepiece BPE (Gemma; merges
 ordered by piece score, so appending a merge last is giving its piece the lowest score). Not ``add_tokens``
-(PITFALLS 6): each new token gets the merges that build it from what the tokenizer already produces for its
-text (PITFALLS 4), found by ``plan_merges`` and checked by replaying BPE before it is kept. The JSON of the
-source is edited in place, so flags such as ``ignore_merges`` and ``byte_fallback`` survive (PITFALLS 5).
+(added tokens bypass the BPE model and the normaliser): each new token gets the merges that build it from what the
+tokenizer already produces for its text (without them BPE never emits it), found by ``plan_merges`` and checked by
+replaying BPE before it is kept. The JSON of the source is edited in place, so flags such as ``ignore_merges`` and
+``byte_fallback`` survive (rebuilding Llama-3's BPE from vocabulary and merges drops ``ignore_merges``).
 """
 
 from __future__ import annotations

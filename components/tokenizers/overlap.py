@@ -1,4 +1,4 @@
-"""Which target tokens the source model already knows, matched on canonical form (PITFALLS 1 and 9).
+"""Which target tokens the source model already knows, matched on canonical form.
 
 SALT (Appendix A, Table 6) reports, for a target vocabulary against a source model: tokens copied from the source
 embeddings, tokens left to initialise, and the coverage (share of the target vocabulary found in the source).

@@ -1,6 +1,6 @@
 """Replace a model's vocabulary with a target tokenizer (SAVA §3.1): the adapted tokenizer and the id map.
 
-The adapted tokenizer is the target tokenizer, made to speak to the source model (PITFALLS 9): the source's
+The adapted tokenizer is the target tokenizer, made to speak to the source model: the source's
 special tokens (bos, eos, pad, unk and every special token its chat template uses) exist in it, play the same
 roles, insert bos/eos as the source did, and map onto the source's rows; the source's chat template renders.
 Tokens shared on canonical form keep their source rows; the rest (``new_token_ids``) need an initialiser.
@@ -96,7 +96,7 @@ def replace_vocabulary(source_tokenizer: Any, target_tokenizer: Any) -> Vocabula
 
 
 def embedding_rows(vocab_size: int, source_config_vocab: int, source_vocab_size: int, multiple: int | None) -> int:
-    """Rows of the new embedding matrix: the vocabulary padded as the source padded its own (PITFALLS 7).
+    """Rows of the new embedding matrix: the vocabulary padded as the source padded its own.
 
     A source whose matrix has more rows than its tokenizer has ids was padded to a multiple; the largest power of
     two up to 128 that divides its row count is taken as that multiple unless ``multiple`` is given.

@@ -4,7 +4,7 @@ Kinds: ``bytelevel-bpe`` (GPT-2 / Llama-3 / SmolLM2 style, ``tokenizers``), ``sp
 (sentencepiece with byte fallback, Gemma layout; "Design choices" §3.1 trains a BPE sentencepiece tokenizer),
 ``wordpiece`` (BERT-like helper models, ``tokenizers``). Same inputs and seed give byte-identical files.
 
-``like=source_tokenizer`` makes the result able to replace the source's vocabulary (PITFALLS 9): it carries the
+``like=source_tokenizer`` makes the result able to replace the source's vocabulary: it carries the
 source's special and added tokens (at the first ids), bos/eos/pad/unk roles, chat template and bos/eos insertion.
 """
 

@@ -1,4 +1,7 @@
-"""Honest throughput: real tokens only, and MFU against the device's dense bf16 peak (PITFALLS item 13)."""
+"""Honest throughput: real tokens only, and MFU against the device's dense bf16 peak.
+
+Pad tokens are not tokens; the H100's peak is 989 TFLOP/s dense, not the 1979 sparse figure.
+"""
 
 from __future__ import annotations
 

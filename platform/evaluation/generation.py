@@ -5,7 +5,8 @@
   its own environment).
 
 Both stop at the end of the line (the prompts put one answer per line), decode greedily, and return a
-``GenerationRecord`` whose token ids exclude the prompt and padding (PITFALLS 13).
+``GenerationRecord`` whose token ids exclude the prompt and padding (pad tokens are not tokens: counting them
+would inflate tokens per second).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The transformers generation backend: left padding does not change greedy output, generated ids exclude prompt
-and padding (PITFALLS 13), generation stops at the end of the line; %Gen's new-vocabulary ids."""
+and padding (only real tokens count), generation stops at the end of the line; %Gen's new-vocabulary ids."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Planted structure each method must recover (issue 4): FVT means, SAVA's affine map, SALT's local maps, CLP and
+"""Planted structure each method must recover: FVT means, SAVA's affine map, SALT's local maps, CLP and
 FOCUS weights, Merge's tree, Align's frequencies."""
 
 from __future__ import annotations

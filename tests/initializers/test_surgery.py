@@ -21,7 +21,7 @@ def test_untied_head_rows_come_from_the_head(source_tokenizer, target_tokenizer)
     adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt")
     new_ids = plan.new_target_ids.tolist()
     expected = torch.stack([head[pieces].mean(0) for pieces in source_pieces(target_tokenizer, new_ids, source_tokenizer)])
-    assert torch.allclose(model.lm_head.weight[new_ids], expected, atol=1e-6)  # PITFALLS 8: never the input rows
+    assert torch.allclose(model.lm_head.weight[new_ids], expected, atol=1e-6)  # from the head, never the input rows
     assert model.config.vocadapt_init["tied"] is False
 
 
@@ -37,7 +37,7 @@ def test_special_tokens_keep_their_rows_and_config_ids_follow(source_tokenizer, 
 
 
 def test_expansion_of_a_byte_level_tokenizer_keeps_padding_rows(source_tokenizer, expanded_tokenizer):
-    padded_rows = len(source_tokenizer) + 20  # the checkpoint pads its matrix (PITFALLS 7)
+    padded_rows = len(source_tokenizer) + 20  # the checkpoint pads its matrix past the last id
     model = tiny_llama(padded_rows, tied=False)
     before_input = model.get_input_embeddings().weight.detach().clone()
     before_head = model.lm_head.weight.detach().clone()

@@ -37,7 +37,7 @@ def test_demo_config_at_reduced_size(embedded_assets, tmp_path, monkeypatch):
     fertility = report["fertility"]
     before = fertility["source_tokenizer.it"]["tokens_per_word"]
     after = fertility["target_tokenizer.it"]["tokens_per_word"]
-    assert after <= 0.75 * before, (before, after)  # the bar: at least 25% lower
+    assert after <= 0.75 * before, (before, after)  # the demo's goal: at least 25% lower
     assert set(report["methods"]) == {"random", "fvt", "align", "focus", "sava"}
     for method, bpb in report["methods"].items():
         assert {"target_zero_shot", "source_zero_shot", "target_after_lapt", "source_after_lapt"} <= set(bpb), method

@@ -34,7 +34,7 @@ def test_bytelevel_forms_are_bytes_and_word_start(smollm2_tokenizer):
 
 
 def test_partial_utf8_tokens_stay_distinct(smollm2_tokenizer):
-    """decode([id]) maps every partial-UTF-8 token to U+FFFD; canonical forms must not collide (PITFALLS 2)."""
+    """decode([id]) maps every partial-UTF-8 token to U+FFFD; canonical forms must not collide."""
     forms = [form for form in canonical_tokens(smollm2_tokenizer) if form is not None and not form.special]
     partial = [form for form in forms if form.data and not _valid_utf8(form.data)]
     assert len(partial) > 100
@@ -123,7 +123,7 @@ def test_gemma_overlap_counts_spelling_variants(smollm2_tokenizer, gemma3_tokeni
 
 
 def test_source_pieces_spell_each_target_token(smollm2_tokenizer, trained):
-    """FVT: the source pieces of every target token concatenate to the token's own bytes (PITFALLS 3)."""
+    """FVT: each target token's text (not its stored string), tokenized by the source, spells the token's bytes."""
     source_forms = canonical_tokens(smollm2_tokenizer)
     # SmolLM2 lacks 21 of the 256 byte tokens (control bytes, 0xC0, 0xC1, 0xF1..0xFF): those map onto unk.
     missing = set(range(256)) - set(byte_token_ids(smollm2_tokenizer))

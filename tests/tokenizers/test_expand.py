@@ -195,9 +195,9 @@ def test_protected_text_never_changes(smollm2_tokenizer, italian_candidates, tex
 
 def test_english_lexicon_keeps_unseen_english_identical(smollm2_tokenizer, italian_candidates, fixture_corpora,
                                                          english_lines, embedded_assets):  # fmt: skip
-    """Issue 3's invariant on real text never protected as a document: the 150 held-out English paragraphs keep
-    their tokens when SmolLM2 gains 250 or 1,000 Italian tokens, protected by the English training slice and Debian's
-    English word list (every casing), built once for both expansions."""
+    """Expansion leaves English tokenization unchanged, on real text never protected as a document: the 150
+    held-out English paragraphs keep their tokens when SmolLM2 gains 250 or 1,000 Italian tokens, protected by the
+    English training slice and Debian's English word list (every casing), built once for both expansions."""
     lexicon = embedded_assets.lexicon("en")
     if lexicon is None:
         pytest.skip("the embedded assets have no English word list (apt-get download failed when they were built)")

@@ -1,8 +1,8 @@
 """The LAPT loop under DeepSpeed on a CUDA device (nccl, one rank, bf16): what the CPU tests in
 test_deepspeed_loop.py cannot reach. Skipped without a GPU (CI has none); run on a lent GPU machine with
-``python -m pytest -q -m gpu tests/training/test_deepspeed_gpu.py``. Written in session 3 after that session's GPU
-was withdrawn: NOT YET RUN on a GPU (the same paths ran there through benchmarks/lapt_throughput.py, ZeRO-2 bf16
-with and without compile); the first session with a GPU should run it and record the result in BENCHMARKS.md.
+``python -m pytest -q -m gpu tests/training/test_deepspeed_gpu.py``. NOT YET RUN on a GPU: written after the GPU it
+was meant for was withdrawn (the same paths ran there through benchmarks/lapt_throughput.py, ZeRO-2 bf16 with and
+without compile); whoever next has a GPU should run it and record the result in BENCHMARKS.md.
 
 - ZeRO-2 and ZeRO-3 in bf16 follow the fp32 plain-torch curve (within bf16's precision) and the ZeRO-3 model is
   gathered before it is saved;
