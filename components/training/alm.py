@@ -103,12 +103,14 @@ def _token_ends(raw: bytes, ids: Sequence[int], texts: Sequence[bytes]) -> tuple
     pieces = [texts[i] if 0 <= i < len(texts) else b"" for i in ids]
     lengths = np.array([len(piece) for piece in pieces], dtype=np.int64)
     spelled = b"".join(pieces)
-    if spelled.startswith(b" ") and not raw.startswith(b" "):
-        # sentencepiece's dummy prefix (and WordPiece's word start) mark the first word with a space the text lacks
+    matched = _common_prefix(spelled, raw)
+    if spelled.startswith(b" ") and _common_prefix(spelled[1:], raw) > matched:
+        # sentencepiece's dummy prefix (and WordPiece's word start) add a space before the first word that the
+        # text does not have (also before text that starts with a space: "▁▁casa" for " casa")
         lengths[int(np.flatnonzero(lengths)[0])] -= 1
-        spelled = spelled[1:]
+        matched = _common_prefix(spelled[1:], raw)
     ends = np.cumsum(lengths)
-    return ends, (lengths > 0) & (ends <= _common_prefix(spelled, raw))
+    return ends, (lengths > 0) & (ends <= matched)
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
