@@ -30,15 +30,18 @@ def main() -> None:
     experiment = st.sidebar.selectbox("Experiment", names, index=names.index(preferred) if preferred in names else
                                       _busiest(client, names))
     everything = data.load_runs(client, experiment)
+    adapt = everything.of_kind("adapt").iloc[:0]
     if everything.of_kind("adapt").empty and everything.of_kind("evaluation").empty:
         st.info(f"Experiment `{experiment}` has no adaptation or evaluation runs to compare.")
     else:
-        _comparison(client, everything)
+        adapt = _comparison(client, everything)
+    _corpus_expectations(client, data.expectation_runs(everything, adapt))
     _language_matrix(client, everything)
     _registry(client)
 
 
-def _comparison(client, everything: data.ExperimentRuns) -> None:
+def _comparison(client, everything: data.ExperimentRuns) -> pd.DataFrame:
+    """The comparison sections; returns the adapt runs chosen in the sidebar."""
     adapt, evaluations = _pick_runs(everything)
     methods = everything.frame[everything.frame["parent_run_id"].isin(adapt["run_id"])]
     methods = methods[methods["kind"] == "method"]
@@ -51,6 +54,7 @@ def _comparison(client, everything: data.ExperimentRuns) -> None:
     _throughput(evaluations)
     _parameters(evaluations)
     _similarity(client, evaluations)
+    return adapt
 
 
 def _busiest(client, names: list[str]) -> int:
@@ -200,6 +204,22 @@ def _similarity(client, evaluations: pd.DataFrame) -> None:
         # a step per cell, padded around the labels (Streamlit's default "fit" squeezes the cells to nothing)
         st.altair_chart((heat + text).properties(width=alt.Step(90), height=alt.Step(45),
                                                  autosize=alt.AutoSizeParams(type="pad")), width="content")
+
+
+def _corpus_expectations(client, runs: pd.DataFrame) -> None:
+    st.header("Corpus expectations (great-expectations suite)")
+    table = data.expectation_table(client, runs)
+    if table.empty:
+        st.info("No corpus expectation results in the selected runs (runs recorded before the suite ran have none).")
+        return
+    for label, group in table.groupby("run", sort=False):
+        met = int(group["success"].sum())
+        st.markdown(f"`{label}`: **{met} of {len(group)} expectations met** on {group['corpus'].nunique()} corpora")
+    # a static table, not a data grid: every record is in the page as text
+    st.table(table.assign(success=table["success"].map({True: "met", False: "FAILED"}),
+                          observed=table["observed"].map(str)).set_index(["run", "corpus"]))
+    st.caption("A run whose corpora fail an expectation stops before it records anything, so a recorded run shows "
+               "what its corpora measured against each bound (corpus.* settings of the config).")
 
 
 def _language_matrix(client, everything: data.ExperimentRuns) -> None:

@@ -230,6 +230,37 @@ def similarity_tables(client, evaluations: pd.DataFrame) -> dict[str, dict]:
     return found
 
 
+EXPECTATION_COLUMNS = ["run", "corpus", "language", "expectation", "measure", "observed", "threshold", "success"]
+
+
+def expectation_runs(everything: ExperimentRuns, adapt: pd.DataFrame) -> pd.DataFrame:
+    """Runs whose corpus expectation results to show: the chosen adapt runs, and the top-level runs of other kinds
+    (a sweep's run, a language matrix) that logged the suite's ``corpus.expectations_evaluated``."""
+    frame = everything.frame
+    logged = frame["metrics"].map(lambda metrics: "corpus.expectations_evaluated" in metrics)
+    others = frame[logged & (frame["kind"] != "adapt") & (frame["parent_run_id"] == "")]
+    return pd.concat([adapt[adapt["run_id"].isin(frame.loc[logged, "run_id"])], others])
+
+
+def expectation_table(client, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, corpus, expectation) from the runs' ``corpus_checks/expectations.json``: what the
+    expectation measures, the value observed, the bound and whether it was met."""
+    from vocadapt.platform.corpus_checks import EXPECTATIONS_ARTIFACT
+
+    rows = []
+    for run in runs.itertuples():
+        if "corpus.expectations_evaluated" not in run.metrics:
+            continue
+        try:
+            path = client.download_artifacts(run.run_id, EXPECTATIONS_ARTIFACT)
+        except Exception:  # noqa: BLE001 - an artifact store that cannot be read shows as "no results"
+            continue
+        with open(path, encoding="utf-8") as handle:
+            records = json.load(handle)["expectations"]
+        rows += [{"run": run.label, **{key: record.get(key) for key in EXPECTATION_COLUMNS[1:]}} for record in records]
+    return pd.DataFrame(rows, columns=EXPECTATION_COLUMNS)
+
+
 def similarity_long(table: dict) -> pd.DataFrame:
     names = table["names"]
     return pd.DataFrame([{"a": a, "b": b, "similarity": table["matrix"][i][j]}

@@ -68,7 +68,7 @@ def run_adapt(
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists
     _check_methods(config)
     inputs = resolve_inputs(config)
-    _check_corpora(config, inputs, console)
+    expectations = check_corpora(config, inputs, console, cache)
     pretrained_tokenizer = None
     if inputs.target_tokenizer:
         from vocadapt.platform.model_loading import load_target_tokenizer
@@ -81,7 +81,7 @@ def run_adapt(
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     try:
         result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics, cache,
-                      pretrained_tokenizer)
+                      pretrained_tokenizer, expectations)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -97,7 +97,7 @@ def run_adapt(
 def _run(
     config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console,
     parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None, cache: Any = None,
-    pretrained_tokenizer: Any = None,
+    pretrained_tokenizer: Any = None, expectations: dict[str, Any] | None = None,
 ) -> AdaptResult:
     from vocadapt.platform.model_loading import load_source_model, load_source_tokenizer
 
@@ -112,6 +112,10 @@ def _run(
         parent_id = parent.info.run_id
         tracker.log_params(parent_id, config.flat())
         tracker.log_text(parent_id, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), "config.yaml")
+        if expectations is not None:
+            from vocadapt.platform.corpus_checks import log_expectations
+
+            log_expectations(tracker, parent_id, expectations)
 
         held_out = {
             "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
@@ -202,8 +206,13 @@ def _check_methods(config: ExperimentConfig) -> None:
         raise UserError(f"init.options names methods not in init.methods: {sorted(unknown_options)}")
 
 
-def _check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Console) -> None:
-    from vocadapt.platform.corpus_checks import check_corpus
+def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Console, cache: Any = None
+                  ) -> dict[str, Any]:
+    """Step 1: each corpus file's checks, then the great-expectations suite over every corpus; raises on a failure
+    (naming the file or the expectation, and the fix) before any run or file exists. Returns the suite's results,
+    which the caller logs once its run is open (``log_expectations``). ``cache`` (a sweep's ``ArtefactCache``)
+    validates the same corpora under the same settings once per sweep."""
+    from vocadapt.platform.corpus_checks import CorpusSplit, check_corpus, raise_for_failed_expectations
 
     console.rule("[bold]1. corpus checks")
     checks = [
@@ -222,6 +231,27 @@ def _check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Co
         for checked in report.files:
             console.print(f"  {role} {checked.path}: {checked.lines:,} lines, "
                           f"{checked.language_share:.1%} labelled {report.expected_label} (bound {report.min_share:.0%})")
+    splits = [CorpusSplit(role, tuple(files), language, min_lines) for role, files, language, min_lines in checks
+              if files]
+    if cache is None:
+        results = corpus_expectations(config, splits)
+    else:
+        results = cache.corpus_expectations(config, inputs, lambda: corpus_expectations(config, splits))
+    passed = sum(record["success"] for record in results["expectations"])
+    console.print(f"  expectation suite: {passed} of {len(results['expectations'])} expectations met on "
+                  f"{len(splits)} corpora ({results['seconds']:.1f} s)", highlight=False)
+    raise_for_failed_expectations(results)
+    return results
+
+
+def corpus_expectations(config: ExperimentConfig, splits) -> dict[str, Any]:
+    """The great-expectations suite on ``splits`` (``CorpusSplit``s) with the bounds of the config's corpus section."""
+    from vocadapt.platform.corpus_checks import run_expectation_suite
+
+    corpus = config.corpus
+    return run_expectation_suite(splits, min_share=corpus.min_language_share, max_chars=corpus.max_line_chars,
+                                 max_duplicate_share=corpus.max_duplicate_share, max_rows=corpus.expectation_lines,
+                                 seed=config.seed)
 
 
 def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cache=None, pretrained=None):

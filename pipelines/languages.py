@@ -59,6 +59,10 @@ class MatrixSettings:
     generation_prompts: int = 4
     max_new_tokens: int = 16
     seed: int = 0
+    # bounds of the corpus expectation suite on each language's training text (adapt's corpus.* defaults)
+    corpus_min_lines: int = 100
+    corpus_min_language_share: float = 0.8
+    corpus_max_duplicate_share: float = 0.2
 
     @classmethod
     def quick(cls) -> MatrixSettings:
@@ -173,11 +177,12 @@ def run_language_matrix(
     from transformers import AutoTokenizer
 
     from vocadapt.platform.config import ExperimentConfig
+    from vocadapt.platform.corpus_checks import log_expectations
     from vocadapt.platform.model_loading import load_source_model
 
     settings = settings or MatrixSettings()
     console = console or Console()
-    _check_corpora(corpora, settings)
+    expectations = _check_corpora(corpora, settings)
     lexicon = english_lexicon(settings.protect_lexicon)
     if lexicon.note:
         console.print(f"[yellow]note:[/] {lexicon.note}")
@@ -191,6 +196,7 @@ def run_language_matrix(
             parent_id = parent.info.run_id
             tracker.log_params(parent_id, {**asdict(settings), "languages": ",".join(c.language for c in corpora),
                                            "source_model": str(source_model_dir)})
+            log_expectations(tracker, parent_id, expectations)
             for corpus in corpora:
                 console.rule(f"[bold]{corpus.language}")
                 row = measure_language(corpus, source_model, source_tokenizer, settings, workdir, console, lexicon)
@@ -253,8 +259,11 @@ def measure_language(corpus: LanguageCorpus, source_model, source_tokenizer, set
     }
 
 
-def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> None:
+def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> dict[str, Any]:
+    """Enough held-out pairs, training files present, then the corpus expectation suite on each language's
+    training text; raises before any run or file exists. Returns the suite's results, to log with the matrix."""
     from vocadapt.components.errors import UserError
+    from vocadapt.platform.corpus_checks import CorpusSplit, raise_for_failed_expectations, run_expectation_suite
 
     if not corpora:
         raise UserError("no languages to measure; pass --lang XX (e.g. --lang hi --lang ja)")
@@ -268,6 +277,15 @@ def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> N
         missing = [str(path) for path in corpus.train_files if not Path(path).is_file()]
         if missing:
             raise UserError(f"{corpus.language}: training file(s) missing: {', '.join(missing)}; run vocadapt assets")
+    splits = [CorpusSplit(f"{corpus.language} training", tuple(corpus.train_files), corpus.language,
+                          settings.corpus_min_lines) for corpus in corpora]
+    results = run_expectation_suite(splits, min_share=settings.corpus_min_language_share,
+                                    max_duplicate_share=settings.corpus_max_duplicate_share, seed=settings.seed)
+    fields = {"min_lines": "MatrixSettings.corpus_min_lines", "max_line_chars": "the 20,000-character line bound",
+              "max_duplicate_share": "MatrixSettings.corpus_max_duplicate_share",
+              "min_language_share": "MatrixSettings.corpus_min_language_share", "language": "--lang"}
+    raise_for_failed_expectations(results, fields)
+    return results
 
 
 def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings, workdir: Path,

@@ -61,9 +61,13 @@ def run_sweep(
         check_methods(sweep)
     base_tree = sweep.base_tree()
     base = ExperimentConfig.model_validate(base_tree)
+    # the adapt objective's trials read the base config's corpora: checked here once, before any run or folder
+    checked = _check_corpora(base, console) if objective is None else None
     os.environ.pop("MLFLOW_RUN_ID", None)  # set by `mlflow run`; it would leak into every Ray worker
     tracker = Tracker(resolve_tracking_uri(base.tracking.tracking_uri), base.tracking.experiment)
     parent_id = _open_parent_run(sweep, tracker, resume)
+    if checked is not None:
+        _record_corpus_checks(sweep, base, tracker, parent_id, *checked)
     spec = TrialSpec(sweep.name, parent_id, tracker.tracking_uri, base.tracking.experiment, base_tree,
                      str(sweep.storage() / sweep.name), objective or adapt_objective)
 
@@ -125,6 +129,27 @@ def check_methods(sweep: SweepConfig) -> None:
                 get_initializer(method)
             except KeyError as error:
                 raise UserError(f"search_space.{SINGLE_METHOD_FIELD}: {error.args[0]}") from error
+
+
+def _check_corpora(base: ExperimentConfig, console: Console) -> tuple[Any, dict[str, Any]]:
+    """The base config's inputs and its corpus expectation results; raises (naming the file or expectation and the
+    fix) on a bad corpus, so a sweep of bad data stops before its parent run exists."""
+    from vocadapt.pipelines.adapt import check_corpora
+    from vocadapt.platform.sources import resolve_inputs
+
+    inputs = resolve_inputs(base)
+    return inputs, check_corpora(base, inputs, console)
+
+
+def _record_corpus_checks(sweep: SweepConfig, base: ExperimentConfig, tracker: Tracker, parent_id: str, inputs,
+                          expectations: dict[str, Any]) -> None:
+    """Log the expectation results on the sweep's run and put them in the trials' cache, where every trial on the
+    same corpora and bounds reuses them (a trial whose values change the corpus section validates its own)."""
+    from vocadapt.platform.corpus_checks import log_expectations
+    from vocadapt.platform.sweep_cache import CACHE_FOLDER
+
+    log_expectations(tracker, parent_id, expectations)
+    ArtefactCache(sweep.storage() / sweep.name / CACHE_FOLDER).corpus_expectations(base, inputs, lambda: expectations)
 
 
 def _open_parent_run(sweep: SweepConfig, tracker: Tracker, resume: bool) -> str:

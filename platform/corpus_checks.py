@@ -4,6 +4,11 @@ Each file must exist, be non-empty UTF-8 text with at least ``min_lines`` non-bl
 and fastText's ``lid.176.ftz`` must label at least ``min_share`` of a seeded sample of its lines as the target
 language. A failure raises :class:`CorpusCheckError`, which names each file, what failed and the fix, so the run
 stops before it writes anything.
+
+The same corpora then go through a great-expectations suite (:func:`run_expectation_suite`: line count, UTF-8, line
+lengths, repeated lines, language share), whose records and counts the pipelines log with the run
+(``corpus_checks/expectations.json`` and ``corpus.expectations_*``); a failed expectation raises
+:class:`CorpusExpectationError` naming it and the fix, also before anything is written.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -124,6 +130,70 @@ def _sha256(raw: bytes) -> str:
 # --- the same checks as a great-expectations suite, one validation per split ---------------------------------
 
 
+@dataclass(frozen=True)
+class CorpusSplit:
+    """One corpus the suite validates: its role in the run (``target training``), files, language, least lines."""
+
+    name: str
+    files: tuple[Path, ...]
+    language: str
+    min_lines: int = 1
+
+
+class CorpusExpectationError(CorpusCheckError):
+    """A corpus failed an expectation of the suite; the message names the corpus, the expectation and the fix."""
+
+
+EXPECTATIONS_ARTIFACT = "corpus_checks/expectations.json"  # where a run keeps the suite's records
+
+# The settings a failed expectation's fix names, by default the `corpus` and `target` sections of an adapt config.
+CONFIG_FIELDS = {
+    "min_lines": "corpus.min_lines", "max_line_chars": "corpus.max_line_chars",
+    "max_duplicate_share": "corpus.max_duplicate_share", "min_language_share": "corpus.min_language_share",
+    "language": "target.language",
+}
+
+
+def run_expectation_suite(
+    splits: Sequence[CorpusSplit],
+    *,
+    min_share: float = 0.8,
+    max_chars: int = 20_000,
+    max_duplicate_share: float = 0.2,
+    max_rows: int | None = None,
+    seed: int = 0,
+    raw: bool = False,
+) -> dict[str, Any]:
+    """Validate each split's lines with one great-expectations 1.x suite; a JSON-ready result to save with the run.
+
+    One row per non-blank line: ``text``, ``utf8`` (the line decoded without error) and ``language`` (lid.176's
+    label). Expectations: at least the split's ``min_lines`` rows, every line UTF-8, line lengths in [1,
+    ``max_chars``], at most ``max_duplicate_share`` repeated lines, and at least ``min_share`` of lines labelled as
+    the split's language. A split with more than ``max_rows`` lines is validated on a seeded sample of that many
+    (never fewer than its ``min_lines``); its line count is still the whole file's.
+
+    Returns ``{"success", "failures": ["<split>: <expectation>"], "expectations": [one record per split and
+    expectation: corpus, language, expectation, measure, observed, threshold, success], "corpora": {split: files,
+    language, lines, rows_validated}, "seconds"}``, and ``"splits"``: {split: GX result dict} when ``raw``.
+    """
+    started = time.perf_counter()
+    validation = _corpus_validation(min_share, max_chars, max_duplicate_share)
+    records, corpora, raw_results = [], {}, {}
+    for split in splits:
+        frame, lines = _lines_frame(split.files, max_rows and max(max_rows, split.min_lines), seed)
+        parameters = {"min_lines": split.min_lines, "labels": [fasttext_label(split.language)]}
+        result = validation.run(batch_parameters={"dataframe": frame}, expectation_parameters=parameters)
+        result = result.to_json_dict()
+        raw_results[split.name] = result
+        corpora[split.name] = {"files": [str(f) for f in split.files], "language": split.language, "lines": lines,
+                               "rows_validated": len(frame)}
+        records += [_record(split, outcome, lines) for outcome in result["results"]]
+    failures = [f"{r['corpus']}: {r['expectation']}" for r in records if not r["success"]]
+    results = {"success": not failures, "failures": failures, "expectations": records, "corpora": corpora,
+               "seconds": round(time.perf_counter() - started, 3)}
+    return {**results, "splits": raw_results} if raw else results
+
+
 def expectation_suite_results(
     files_by_split: Mapping[str, Sequence[Path | str]],
     language: str,
@@ -132,43 +202,77 @@ def expectation_suite_results(
     max_chars: int = 20_000,
     max_duplicate_share: float = 0.2,
 ) -> dict[str, Any]:
-    """Validate each split's lines with a great-expectations 1.x suite; a JSON-ready result to save with the run.
+    """:func:`run_expectation_suite` on splits of one language, with each split's GX result under ``"splits"``."""
+    splits = [CorpusSplit(name, tuple(Path(f) for f in files), language, min_lines)
+              for name, files in files_by_split.items()]
+    results = run_expectation_suite(splits, min_share=min_share, max_chars=max_chars,
+                                    max_duplicate_share=max_duplicate_share, raw=True)
+    return {"language": language, "expected_label": fasttext_label(language), **results}
 
-    One row per non-blank line: ``text``, ``utf8`` (the line decoded without error) and ``language`` (lid.176's
-    label). Expectations: at least ``min_lines`` rows (non-empty), every line UTF-8, line lengths in
-    [1, ``max_chars``], at most ``max_duplicate_share`` repeated lines, and at least ``min_share`` of lines labelled
-    as the language. Returns ``{"language", "success", "failures": [...], "splits": {split: GX result dict}}``.
+
+def raise_for_failed_expectations(results: Mapping[str, Any], fields: Mapping[str, str] = CONFIG_FIELDS) -> None:
+    """Raise :class:`CorpusExpectationError` naming every failed expectation, what was measured and the fix.
+
+    ``fields``: the settings the fixes name (:data:`CONFIG_FIELDS` for an adapt config).
     """
+    failed = [record for record in results["expectations"] if not record["success"]]
+    if not failed:
+        return
+    problems = []
+    for record in failed:
+        files = ", ".join(results["corpora"][record["corpus"]]["files"])
+        problems.append(f"{record['corpus']} ({files}): {record['expectation']}: {record['measure']} is "
+                        f"{record['observed']}, needs {record['threshold']}; {_fix(record, fields)}")
+    raise CorpusExpectationError("corpus expectation failed: " + "; ".join(problems))
+
+
+def expectation_metrics(results: Mapping[str, Any]) -> dict[str, float]:
+    """Counts to log with the run: evaluated and passed expectations, in all and per corpus, and the seconds."""
+    records = results["expectations"]
+    metrics = {"corpus.expectations_evaluated": len(records),
+               "corpus.expectations_passed": sum(r["success"] for r in records),
+               "corpus.expectations_seconds": results.get("seconds", 0.0)}
+    for name in results["corpora"]:
+        own = [r for r in records if r["corpus"] == name]
+        metrics[f"corpus.{name.replace(' ', '_')}.expectations_passed"] = sum(r["success"] for r in own)
+    return metrics
+
+
+def expectations_artifact(results: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``corpus_checks/expectations.json`` holds: the summary, one record per corpus and expectation, the
+    corpora (files, lines, rows validated); not the raw GX results."""
+    return {key: results[key] for key in ("success", "failures", "expectations", "corpora", "seconds")}
+
+
+def log_expectations(tracker, run_id: str, results: Mapping[str, Any]) -> None:
+    """Save the results with a run (a ``platform.tracking.Tracker``'s): the records as
+    ``corpus_checks/expectations.json``, the counts as ``corpus.expectations_*`` metrics."""
+    tracker.log_dict(run_id, expectations_artifact(results), EXPECTATIONS_ARTIFACT)
+    tracker.log_metrics(run_id, expectation_metrics(results))
+
+
+def _corpus_validation(min_share: float, max_chars: int, max_duplicate_share: float):
+    """The suite on an in-memory dataframe; ``min_lines`` and ``labels`` are set per split when it runs."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")  # no usage reports from an offline machine
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    expected = fasttext_label(language)
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     batch = context.data_sources.add_pandas("corpus").add_dataframe_asset("lines")
     batch = batch.add_batch_definition_whole_dataframe("whole-split")
-    suite = context.suites.add(gx.ExpectationSuite(name=f"corpus-{language}"))
+    suite = context.suites.add(gx.ExpectationSuite(name="corpus"))
     for expectation in (
-        gxe.ExpectTableRowCountToBeBetween(min_value=min_lines),
+        gxe.ExpectTableRowCountToBeBetween(min_value={"$PARAMETER": "min_lines"}),
         gxe.ExpectColumnValuesToBeInSet(column="utf8", value_set=[True]),
         gxe.ExpectColumnValueLengthsToBeBetween(column="text", min_value=1, max_value=max_chars),
         gxe.ExpectColumnProportionOfUniqueValuesToBeBetween(column="text", min_value=1.0 - max_duplicate_share),
-        gxe.ExpectColumnValuesToBeInSet(column="language", value_set=[expected], mostly=min_share),
+        gxe.ExpectColumnValuesToBeInSet(column="language", value_set={"$PARAMETER": "labels"}, mostly=min_share),
     ):
         suite.add_expectation(expectation)
-    validation = context.validation_definitions.add(
-        gx.ValidationDefinition(name=f"corpus-{language}-splits", data=batch, suite=suite)
-    )
-    results, failures = {}, []
-    for split, files in files_by_split.items():
-        result = validation.run(batch_parameters={"dataframe": _lines_frame(files)}).to_json_dict()
-        results[split] = result
-        failures += [f"{split}: {_expectation_name(o)}" for o in result["results"] if not o["success"]]
-    summary = {"language": language, "expected_label": expected, "success": not failures, "failures": failures}
-    return {**summary, "splits": results}
+    return context.validation_definitions.add(gx.ValidationDefinition(name="corpus-splits", data=batch, suite=suite))
 
 
 def _expectation_name(outcome: dict[str, Any]) -> str:
@@ -178,23 +282,63 @@ def _expectation_name(outcome: dict[str, Any]) -> str:
     return f"{config['type']} on {column}" if column else config["type"]
 
 
-def _lines_frame(files: Sequence[Path | str]):
-    """One row per non-blank line of the files: text, whether it decoded as UTF-8, its lid.176 label."""
+def _record(split: CorpusSplit, outcome: dict[str, Any], lines: int) -> dict[str, Any]:
+    """One expectation's outcome on one split: what it measures, the value observed and the bound it needs."""
+    config, result = outcome["expectation_config"], outcome.get("result") or {}
+    kwargs, column = config["kwargs"], config["kwargs"].get("column")
+    if column is None:  # the row count: the whole file's lines, also where a sample was validated
+        measure, observed, threshold = "non-blank lines", lines, f">= {kwargs['min_value']}"
+    elif "observed_value" in result:  # the share of distinct lines
+        measure, observed, threshold = "share of distinct lines", result["observed_value"], f">= {kwargs['min_value']}"
+    else:  # values in a set, lengths in a range: the share of lines that meet it, against `mostly`
+        observed = 1.0 - (result.get("unexpected_percent") or 0.0) / 100
+        if column == "language":
+            measure = f"share of lines labelled {', '.join(map(str, kwargs.get('value_set') or []))}"
+        elif column == "utf8":
+            measure = "share of lines in UTF-8"
+        else:
+            measure = f"share of lines of 1 to {kwargs.get('max_value')} characters"
+        threshold = f">= {kwargs.get('mostly', 1.0)}"
+    if isinstance(observed, float):
+        observed = round(observed, 4)
+    return {"corpus": split.name, "language": split.language, "expectation": _expectation_name(outcome),
+            "measure": measure, "observed": observed, "threshold": threshold, "success": bool(outcome["success"])}
+
+
+def _fix(record: Mapping[str, Any], fields: Mapping[str, str]) -> str:
+    """How to make the corpus meet the expectation, naming the setting that sets its bound."""
+    column = record["expectation"].rsplit(" on ", 1)[-1] if " on " in record["expectation"] else None
+    if column is None:
+        return f"add text (one document per line) or lower {fields['min_lines']}"
+    if column == "utf8":
+        return "re-encode the file as UTF-8 (e.g. `iconv -f <encoding> -t UTF-8`)"
+    if column == "language":
+        label = fasttext_label(record["language"])
+        return (f"give {label} text, set {fields['language']} to the corpus's language, or lower "
+                f"{fields['min_language_share']}")
+    if record["expectation"].startswith("expect_column_value_lengths"):
+        return f"drop empty lines and split longer ones into paragraphs, or raise {fields['max_line_chars']}"
+    return f"remove repeated lines (e.g. `awk '!seen[$0]++' in.txt > out.txt`) or raise {fields['max_duplicate_share']}"
+
+
+def _lines_frame(files: Sequence[Path | str], max_rows: int | None = None, seed: int = 0):
+    """One row per non-blank line of the files (a seeded sample of ``max_rows`` of them where there are more): text,
+    whether it decoded as UTF-8, its lid.176 label. Returns (frame, the files' non-blank line count)."""
     import pandas as pd
 
+    lines = [raw for file in files if Path(file).is_file() for raw in Path(file).read_bytes().splitlines()
+             if raw.strip()]
+    count = len(lines)
+    if max_rows is not None and count > max_rows:
+        lines = random.Random(seed).sample(lines, max_rows)
     texts, valid = [], []
-    for file in files:
-        path = Path(file)
-        if not path.is_file():
-            continue
-        for raw in path.read_bytes().splitlines():
-            if not raw.strip():
-                continue
-            try:
-                texts.append(raw.decode("utf-8"))
-                valid.append(True)
-            except UnicodeDecodeError:
-                texts.append(raw.decode("utf-8", errors="replace"))
-                valid.append(False)
+    for raw in lines:
+        try:
+            texts.append(raw.decode("utf-8"))
+            valid.append(True)
+        except UnicodeDecodeError:
+            texts.append(raw.decode("utf-8", errors="replace"))
+            valid.append(False)
     labels = identify_languages(texts)
-    return pd.DataFrame({"text": texts, "utf8": valid, "language": labels}, columns=["text", "utf8", "language"])
+    frame = pd.DataFrame({"text": texts, "utf8": valid, "language": labels}, columns=["text", "utf8", "language"])
+    return frame, count

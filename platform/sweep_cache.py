@@ -1,5 +1,6 @@
-"""Artefacts every trial of a sweep would otherwise recompute (the source model's held-out bits per byte, the trained
-target tokenizer, a trained helper), stored under the sweep's output folder and keyed by exactly their inputs."""
+"""Artefacts every trial of a sweep would otherwise recompute (the corpus expectation suite's results, the source
+model's held-out bits per byte, the trained target tokenizer, a trained helper), stored under the sweep's output
+folder and keyed by exactly their inputs."""
 
 from __future__ import annotations
 
@@ -56,6 +57,17 @@ def helper_inputs(config: ExperimentConfig, inputs, adapted_tokenizer_sha256: st
     """A trained helper (fastText) depends on the adapted tokenizer's files, its spec, the training text, the seed."""
     return {"helper": config.init.helper, "tokenizer_sha256": adapted_tokenizer_sha256, "seed": config.seed,
             "target_train": _file_digests(inputs.target_train)}
+
+
+def expectation_inputs(config: ExperimentConfig, inputs) -> dict[str, Any]:
+    """The corpus expectation suite's results depend on the corpora, their languages, the corpus section's bounds
+    and the seed (which picks the sample of a corpus longer than ``corpus.expectation_lines``)."""
+    corpus = config.corpus
+    return {"languages": [config.target.language, config.target.source_language], "seed": config.seed,
+            "bounds": {key: getattr(corpus, key) for key in ("min_lines", "min_language_share", "max_duplicate_share",
+                                                              "max_line_chars", "expectation_lines")},
+            "files": {role: _file_digests(getattr(inputs, role)) for role in
+                      ("target_train", "target_validation", "source_train", "source_validation")}}
 
 
 def cache_key(kind: str, inputs: dict[str, Any]) -> str:
@@ -124,6 +136,15 @@ class ArtefactCache:
         key_inputs = tokenizer_inputs(config, inputs, self.source_model(config, inputs))
         entry = self.entry("tokenizer", key_inputs, lambda folder: train(folder / "tokenizer"))
         return AutoTokenizer.from_pretrained(str(entry / "tokenizer"))
+
+    def corpus_expectations(self, config: ExperimentConfig, inputs,
+                            compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The corpus expectation suite's results (JSON), validated once per sweep for the same corpora and bounds."""
+        def build(folder: Path) -> None:
+            (folder / "expectations.json").write_text(json.dumps(compute(), sort_keys=True), encoding="utf-8")
+
+        entry = self.entry("corpus_expectations", expectation_inputs(config, inputs), build)
+        return json.loads((entry / "expectations.json").read_text(encoding="utf-8"))
 
     def helper(self, config: ExperimentConfig, inputs, adapted_tokenizer_sha256: str, build: Callable[[], Any]):
         """The helper ``build()`` makes, from the entry when it is a trained (fastText) one that a method uses."""

@@ -10,10 +10,17 @@ ADAPT_RUN = "kestrel-adapt"
 METHODS = ("fvt", "sava")
 EVALUATION_RUN = "evaluate/offline/vocadapt-xx-kestrel-v1"
 REGISTERED = "vocadapt-xx-kestrel"
-
+# the corpora the adapt run checked: name -> (language, non-blank lines)
+CHECKED_CORPORA = {"target training": ("xx", 5400), "target held-out": ("xx", 290),
+                   "source-language training": ("en", 5900), "source-language held-out": ("en", 310)}
+EXPECTATIONS = ("expect_table_row_count_to_be_between", "expect_column_values_to_be_in_set on utf8",
+                "expect_column_value_lengths_to_be_between on text",
+                "expect_column_proportion_of_unique_values_to_be_between on text",
+                "expect_column_values_to_be_in_set on language")
 
 def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
+    from vocadapt.platform.corpus_checks import log_expectations
     from vocadapt.platform.ray_train import METRIC_PREFIX
     from vocadapt.platform.tracking import Tracker
 
@@ -45,6 +52,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
                 tracker.log_metrics(run_id, {"bpb_target_after_lapt": 1.5 - offset * 0.1,
                                              "bpb_source_after_lapt": 1.3 - offset * 0.05}, step=5)
         tracker.set_tags(parent_id, {"vocadapt.best_method": METHODS[-1]})
+        log_expectations(tracker, parent_id, expectation_results(CHECKED_CORPORA))
     model_uri = tracker.log_model_directory(run_id, _tiny_folder(folder))
     tracker.register(model_uri, REGISTERED, alias="candidate", run_id=run_id,
                      tags={"vocadapt.method": METHODS[-1], "vocadapt.source_model": "kestrel-135m"})
@@ -74,6 +82,22 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     return uri
 
 
+def expectation_results(corpora: dict[str, tuple[str, int]]) -> dict:
+    """Results shaped as ``platform.corpus_checks.run_expectation_suite`` returns them, every expectation met."""
+    measures = ("non-blank lines", "share of lines in UTF-8", "share of lines of 1 to 20000 characters",
+                "share of distinct lines", "share of lines labelled {language}")
+    thresholds = (">= 100", ">= 1.0", ">= 1.0", ">= 0.8", ">= 0.8")
+    records = [
+        {"corpus": name, "language": language, "expectation": expectation, "measure": measure.format(language=language),
+         "observed": lines if measure == "non-blank lines" else 0.97, "threshold": threshold, "success": True}
+        for name, (language, lines) in corpora.items()
+        for expectation, measure, threshold in zip(EXPECTATIONS, measures, thresholds)
+    ]
+    summary = {name: {"files": [f"/corpora/{name.replace(' ', '-')}.txt"], "language": language, "lines": lines,
+                      "rows_validated": lines} for name, (language, lines) in corpora.items()}
+    return {"success": True, "failures": [], "expectations": records, "corpora": summary, "seconds": 1.5}
+
+
 def _tiny_folder(folder: Path) -> Path:
     model = folder / "model-files"
     model.mkdir(exist_ok=True)
@@ -91,11 +115,14 @@ MATRIX_ROWS = (("qa", "Latin", True, 1.6, 0.9), ("qb", "Khmer", False, 9.4, 1.6)
 def fill_language_matrix(folder: Path, experiment: str = MATRIX_EXPERIMENT) -> str:
     """A language matrix logged the way ``vocadapt languages`` logs it (parent run, one child per language)."""
     from vocadapt.pipelines.languages import _track_language
+    from vocadapt.platform.corpus_checks import log_expectations
     from vocadapt.platform.tracking import Tracker
 
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     tracker = Tracker(uri, experiment, artifact_root=folder / "artifacts")
     with tracker.run("languages", tags={"vocadapt.matrix": "languages"}) as parent:
+        log_expectations(tracker, parent.info.run_id, expectation_results(
+            {f"{row[0]} training": (row[0], 5000) for row in MATRIX_ROWS}))
         for language, script, delimited, parity_source, parity_target in MATRIX_ROWS:
             _track_language(tracker, parent.info.run_id, _matrix_row(language, script, delimited, parity_source,
                                                                        parity_target))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard.fake_store import ADAPT_RUN, EVALUATION_RUN, MATRIX_EXPERIMENT, MATRIX_ROWS, METHODS, REGISTERED
+from tests.dashboard.fake_store import (
+    ADAPT_RUN, CHECKED_CORPORA, EVALUATION_RUN, EXPECTATIONS, MATRIX_EXPERIMENT, MATRIX_ROWS, METHODS, REGISTERED,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -39,6 +41,27 @@ def test_runs_are_recognised_by_what_they_logged(filled_store):
     assert registry.loc[0, "method"] == METHODS[-1]
 
 
+def test_corpus_expectations_are_read_from_the_runs_artifact(filled_store):
+    from vocadapt.dashboards import runs as data
+
+    client = data.client_for(filled_store)
+    everything = data.load_runs(client, "kestrel-experiment")
+    adapt = everything.of_kind("adapt")
+    shown = data.expectation_runs(everything, adapt)
+    assert list(shown["name"]) == [ADAPT_RUN]  # the method and evaluation runs logged no suite
+    table = data.expectation_table(client, shown)
+    assert len(table) == len(CHECKED_CORPORA) * len(EXPECTATIONS) and table["success"].all()
+    assert set(table["corpus"]) == set(CHECKED_CORPORA) and set(table["expectation"]) == set(EXPECTATIONS)
+    rows = table.set_index(["corpus", "expectation"])
+    assert rows.loc[("target training", EXPECTATIONS[0]), "observed"] == CHECKED_CORPORA["target training"][1]
+    assert rows.loc[("source-language held-out", EXPECTATIONS[-1]), "measure"] == "share of lines labelled en"
+    assert data.expectation_runs(everything, adapt.iloc[:0]).empty  # an adapt run not chosen is not shown
+    matrix = data.load_runs(client, MATRIX_EXPERIMENT)  # a language matrix's own run, with no adapt run chosen
+    shown = data.expectation_runs(matrix, matrix.of_kind("adapt"))
+    assert list(shown["kind"]) == ["matrix"]
+    assert len(data.expectation_table(client, shown)) == len(MATRIX_ROWS) * len(EXPECTATIONS)
+
+
 def test_app_renders_every_section(filled_store, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
@@ -49,11 +72,16 @@ def test_app_renders_every_section(filled_store, monkeypatch):
     assert not app.exception, app.exception
     headers = [h.value for h in app.header]
     for section in ("Fertility", "Bits per byte", "Training curves", "Benchmark", "throughput", "Parameter",
-                    "similarity", "Registered models"):
+                    "similarity", "Corpus expectations", "Registered models"):
         assert any(section.lower() in h.lower() for h in headers), (section, headers)
     text = " ".join(m.value for m in app.markdown)
     assert ADAPT_RUN in text and all(m in text for m in METHODS) and EVALUATION_RUN in text
     assert "Best per column" in text and "candidate" in text
+    evaluated = len(CHECKED_CORPORA) * len(EXPECTATIONS)
+    assert f"`{ADAPT_RUN}`: **{evaluated} of {evaluated} expectations met** on {len(CHECKED_CORPORA)} corpora" in text
+    expectations = app.table[0].value
+    assert len(expectations) == evaluated and set(expectations["expectation"]) == set(EXPECTATIONS)
+    assert set(expectations["success"]) == {"met"}
     assert "vocadapt_translation_en_xx: 1.50x" in text and "vocadapt_translation_xx_en: 0.80x" in text  # every task
     assert not [i.value for i in app.info if "No " in i.value], [i.value for i in app.info]
     assert any(MATRIX_EXPERIMENT in c.value for c in app.caption), "the matrix in another experiment is not named"
@@ -116,6 +144,8 @@ def test_app_shows_the_language_matrix(filled_store, monkeypatch):
     app = AppTest.from_file(str(app_path()), default_timeout=120).run()
     assert not app.exception, app.exception
     assert any("Language matrix" in h.value for h in app.header)
+    assert any("Corpus expectations" in h.value for h in app.header)
+    assert len(app.table[0].value) == len(MATRIX_ROWS) * len(EXPECTATIONS)  # the matrix run's own records
     assert any("no adaptation or evaluation runs" in i.value for i in app.info)
     table = app.dataframe[0].value
     assert sorted(table.index) == sorted(row[0] for row in MATRIX_ROWS)

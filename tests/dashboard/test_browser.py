@@ -10,7 +10,9 @@ import pytest
 import requests
 
 from tests.dashboard.browser import HeadlessChromium, browser_available
-from tests.dashboard.fake_store import ADAPT_RUN, EVALUATION_RUN, METHODS, REGISTERED
+from tests.dashboard.fake_store import (
+    ADAPT_RUN, CHECKED_CORPORA, EVALUATION_RUN, EXPECTATIONS, METHODS, REGISTERED,
+)
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -52,8 +54,12 @@ def test_dashboard_in_headless_chromium(served_dashboard, tmp_path):
 
     with HeadlessChromium(width=1400, height=5200) as browser:
         browser.open(served_dashboard)
+        evaluated = len(CHECKED_CORPORA) * len(EXPECTATIONS)
         expected = [ADAPT_RUN, *(f"{ADAPT_RUN}/{m}" for m in METHODS), EVALUATION_RUN, REGISTERED,
-                    "Best per column", "Registered models", "Embedding similarity", "1.50x", "lapt_loss"]
+                    "Best per column", "Registered models", "Embedding similarity", "1.50x", "lapt_loss",
+                    # the corpus expectation section: the count and every corpus and expectation, as table text
+                    "Corpus expectations", f"{evaluated} of {evaluated} expectations met", *CHECKED_CORPORA,
+                    *EXPECTATIONS, "share of lines labelled en"]
         dom = browser.wait_for_text(expected)
         time.sleep(2)  # let the charts finish drawing
         shot = browser.screenshot(tmp_path / "dashboard.png")

@@ -95,6 +95,38 @@ def test_language_matrix_on_a_tiny_model(tiny_model, fixture_corpora, tmp_path, 
     assert all("fertility.target.tokens_per_character" in r.data.metrics for r in children)
     assert {r.data.params["protection.word_list"] for r in children} == {"None"}
     assert all(r.info.status == "FINISHED" for r in runs)
+    # the corpus expectation suite on each language's training text, saved with the matrix's run
+    matrix = client.get_run(result.parent_run_id).data.metrics
+    assert matrix["corpus.expectations_evaluated"] == matrix["corpus.expectations_passed"] == 2 * 5
+    assert matrix["corpus.ja_training.expectations_passed"] == matrix["corpus.km_training.expectations_passed"] == 5
+    checked = json.loads(Path(client.download_artifacts(result.parent_run_id, "corpus_checks/expectations.json",
+                                                        str(tmp_path / "checks"))).read_text())
+    assert set(checked["corpora"]) == {"ja training", "km training"} and checked["success"]
+    km = {r["expectation"]: r for r in checked["expectations"] if r["corpus"] == "km training"}
+    assert km["expect_column_values_to_be_in_set on language"]["measure"] == "share of lines labelled km"
+
+
+def test_language_matrix_stops_on_a_failed_expectation_before_any_run(tiny_model, fixture_corpora, tmp_path):
+    import mlflow
+
+    from vocadapt.pipelines.languages import LanguageCorpus, MatrixSettings, read_pairs, run_language_matrix
+    from vocadapt.platform.corpus_checks import CorpusExpectationError
+    from vocadapt.platform.tracking import Tracker
+
+    lines = fixture_corpora["km.train"].read_text(encoding="utf-8").splitlines()[:150]
+    repeated = tmp_path / "km-repeated.txt"
+    repeated.write_text("\n".join(lines + lines) + "\n", encoding="utf-8")  # half the lines repeat
+    corpora = [LanguageCorpus("km", (repeated,), read_pairs(fixture_corpora["km-en.validation"], "km"))]
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with pytest.raises(CorpusExpectationError) as caught:
+        run_language_matrix(corpora, tiny_model, tmp_path / "out", Tracker(uri, "languages-test", tmp_path),
+                            settings=MatrixSettings(bpb_documents=4))
+    message = str(caught.value)
+    assert "km training" in message and "expect_column_proportion_of_unique_values_to_be_between on text" in message
+    assert "MatrixSettings.corpus_max_duplicate_share" in message
+    assert not (tmp_path / "out").exists()
+    client = mlflow.tracking.MlflowClient(uri)
+    assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
 
 
 def test_languages_command_refuses_english_and_unbuilt_languages(tmp_path, monkeypatch):

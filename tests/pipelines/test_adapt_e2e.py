@@ -67,7 +67,21 @@ def test_adapt_over_http_registers_candidate_with_lineage(tmp_path, tiny_model, 
         metrics = parent.data.metrics
         assert metrics["fertility.target_tokenizer.it.tokens_per_word"] > 0
         artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-        assert {"config.yaml", "fertility.json", "tokenizer"} <= artifacts
+        assert {"config.yaml", "fertility.json", "tokenizer", "corpus_checks"} <= artifacts
+        # the corpus expectation suite, saved with the run: one record per corpus and expectation, and its counts
+        checked = json.loads(Path(mlflow.artifacts.download_artifacts(
+            run_id=parent.info.run_id, artifact_path="corpus_checks/expectations.json", tracking_uri=url,
+            dst_path=str(tmp_path / "checks"))).read_text())
+        corpora_checked = ("target training", "target held-out", "source-language training", "source-language held-out")
+        assert checked["success"] and set(checked["corpora"]) == set(corpora_checked)
+        assert len(checked["expectations"]) == 4 * 5 and all(r["success"] for r in checked["expectations"])
+        rows = {(r["corpus"], r["expectation"]): r for r in checked["expectations"]}
+        assert rows[("target training", "expect_table_row_count_to_be_between")]["observed"] == 400
+        assert rows[("target training", "expect_table_row_count_to_be_between")]["threshold"] == ">= 20"
+        language = rows[("source-language held-out", "expect_column_values_to_be_in_set on language")]
+        assert language["measure"] == "share of lines labelled en" and language["threshold"] == ">= 0.6"
+        assert metrics["corpus.expectations_evaluated"] == metrics["corpus.expectations_passed"] == 20
+        assert all(metrics[f"corpus.{name.replace(' ', '_')}.expectations_passed"] == 5 for name in corpora_checked)
 
         name, version = report["registered"]
         registered = client.get_model_version_by_alias(name, "candidate")
@@ -127,6 +141,46 @@ def test_bad_corpus_fails_before_training(tmp_path, tiny_model, corpora, monkeyp
     assert result.exit_code == 2, result.output
     assert str(bad) in result.output or "bad.txt" in result.output
     _no_output_no_registry(tmp_path)
+
+
+def _no_mlflow_run(tmp_path: Path) -> None:
+    db = tmp_path / "mlflow.db"
+    if db.exists():
+        import mlflow
+
+        client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
+        experiments = [e.experiment_id for e in client.search_experiments()]
+        assert not client.search_runs(experiments), "a run was opened"
+
+
+@pytest.mark.parametrize(
+    "case, expectation, fix",
+    [
+        ("repeated lines", "expect_column_proportion_of_unique_values_to_be_between on text",
+         "corpus.max_duplicate_share"),
+        ("a line too long", "expect_column_value_lengths_to_be_between on text", "corpus.max_line_chars"),
+    ],
+)
+def test_corpus_failing_an_expectation_stops_before_anything_is_written(tmp_path, tiny_model, corpora, monkeypatch,
+                                                                        case, expectation, fix):
+    """Italian text that passes the file checks (lines, UTF-8, language) but not the expectation suite."""
+    monkeypatch.chdir(tmp_path)
+    lines = corpora["it.train"].read_text(encoding="utf-8").splitlines()
+    if case == "repeated lines":
+        lines = [line for line in lines[:100] for _ in range(3)]  # two lines of three repeat one before them
+    else:
+        lines = [*lines, " ".join(lines[:60])]  # one document far past corpus.max_line_chars
+    bad = tmp_path / "it-bad.txt"
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    extra = {"corpus.train": f"[{bad}]", "corpus.max_line_chars": "2000"}
+    overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **extra)
+    result = _adapt([arg for o in overrides for arg in ("--set", o)], env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert "corpus expectation failed: target training" in output and expectation in output and fix in output
+    assert "source-language" not in output.split("corpus expectation failed")[1]  # only the failing corpus is named
+    _no_output_no_registry(tmp_path)
+    _no_mlflow_run(tmp_path)
 
 
 def test_assets_not_built(tmp_path, monkeypatch):

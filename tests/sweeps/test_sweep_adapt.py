@@ -3,6 +3,7 @@ Tune trials), then promotion of its best through the gates, reading the metrics 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -67,6 +68,14 @@ def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_
         assert [run.data.tags[f"vocadapt.cache.{kind}"] for run in trial_runs] == ["computed", "reused"], kind
         assert len({run.data.tags[f"vocadapt.cache.{kind}_key"] for run in trial_runs}) == 1
     assert not any("vocadapt.cache.helper" in run.data.tags for run in trial_runs)  # random and fvt need none
+    # the corpus expectation suite ran once, in the driver, and is saved with the sweep's run; trials reuse it
+    assert [run.data.tags["vocadapt.cache.corpus_expectations"] for run in trial_runs] == ["reused", "reused"]
+    sweep_run = runs[result.parent_run_id]
+    assert sweep_run.data.metrics["corpus.expectations_evaluated"] == 20
+    assert sweep_run.data.metrics["corpus.expectations_passed"] == 20
+    checked = json.loads(Path(client.download_artifacts(result.parent_run_id, "corpus_checks/expectations.json",
+                                                        str(tmp_path / "checks"))).read_text())
+    assert checked["success"] and checked["corpora"]["target training"]["lines"] == 400
     assert (tmp_path / "ray" / "adapt-sweep" / "cache" / "tokenizer").is_dir()
 
     name, version = result.registered
@@ -79,3 +88,39 @@ def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_
         assert measured[gate].measured is not None and measured[gate].threshold is not None, measured[gate]
     champion = client.get_registered_model(name).aliases.get("champion")
     assert (champion == str(version)) == decision.accepted
+
+
+def test_sweep_of_adapt_on_a_corpus_failing_an_expectation_stops_before_any_run_or_folder(tmp_path, fixture_corpora,
+                                                                                          monkeypatch):
+    """Checked once in the driver: no parent run, no Ray, no storage folder, the expectation and its fix named."""
+    import mlflow
+
+    from vocadapt.pipelines.sweep import run_sweep
+    from vocadapt.platform.corpus_checks import CorpusExpectationError
+    from vocadapt.platform.sweeps import SweepConfig
+
+    monkeypatch.chdir(tmp_path)
+    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
+    lines = corpora["it.train"].read_text(encoding="utf-8").splitlines()[:100]
+    repeated = tmp_path / "it-repeated.txt"
+    repeated.write_text("\n".join(line for line in lines for _ in range(3)) + "\n", encoding="utf-8")
+    model = tmp_path / "no-model-needed"  # the corpus check fails before any model is read
+    model.mkdir()
+    base: dict = {}
+    for assignment in tiny_config_overrides(model, corpora, tmp_path, **{
+            "corpus.train": f"[{repeated}]", "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+            "tracking.experiment": "adapt-sweep"}):
+        apply_override(base, assignment)
+    sweep = SweepConfig.model_validate({
+        "name": "bad-corpus", "base": base, "search_space": {"init.methods": {"grid": ["random", "fvt"]}},
+        "scheduler": {"kind": "fifo", "max_t": 2}, "storage_path": str(tmp_path / "ray"),
+    })
+    with pytest.raises(CorpusExpectationError) as caught:
+        run_sweep(sweep)
+    message = str(caught.value)
+    assert "expect_column_proportion_of_unique_values_to_be_between on text" in message
+    assert "corpus.max_duplicate_share" in message and str(repeated) in message
+    assert not (tmp_path / "ray").exists() and not (tmp_path / "runs").exists()
+    if (tmp_path / "mlflow.db").exists():
+        client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+        assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
