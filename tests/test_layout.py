@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PORTIONS = ("components", "platform", "pipelines", "cli", "dashboards")
-EDGE_LIBRARIES = ("ray", "mlflow", "deepspeed", "streamlit", "great_expectations", "vllm")
+EDGE_LIBRARIES = ("ray", "mlflow", "deepspeed", "streamlit", "great_expectations", "vllm", "codecarbon")
 
 
 def test_no_init_in_namespace_portions():
