@@ -140,6 +140,9 @@ def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, sourc
         totals = {prefix: _combined([records[prefix, task] for task in prompts]) for prefix in contenders}
         overall = speed_up(generation_efficiency(totals[""]), generation_efficiency(totals["source_model."]))
         metrics |= {f"speed_up.{rate}": value for rate, value in overall.items()}
+    for prefix in contenders:  # over all tasks together: what the promotion gate on generated tokens reads
+        totals_report = generation_efficiency(_combined([records[prefix, task] for task in prompts]))
+        metrics[f"{prefix}generation.tokens_per_character"] = totals_report["tokens_per_character"]
     return metrics
 
 

@@ -90,6 +90,12 @@ class PromotionGates(Section):
         default_factory=lambda: _relative(0.10), description="Target-language tokens per word must be lower with "
         "the target tokenizer than with the source tokenizer by at least this much (relative: a fraction, < 1)."
     )
+    generated_tokens_per_character: Margin = Field(
+        default_factory=lambda: _relative(0.10), description="The candidate's generations on the evaluation "
+        "prompts must take at least this much fewer tokens per character than the source model's (relative 0.10: "
+        "10% fewer; metric generation.tokens_per_character, logged by `vocadapt evaluate`). Deterministic: counts, "
+        "no clock. A vocabulary that is shorter on the corpus but never used when generating fails it."
+    )
     benchmarks: dict[str, Margin] = Field(
         default_factory=lambda: {key: _absolute(value) for key, value in DEFAULT_BENCHMARK_MARGINS.items()},
         description="How far each benchmark score (metric benchmark.<task>.<measure>, higher is better) may fall "
@@ -111,11 +117,11 @@ class PromotionGates(Section):
                              f"its own margin, absolute or relative: {fixes}")
         return data
 
-    @field_validator("target_fertility_reduction")
+    @field_validator("target_fertility_reduction", "generated_tokens_per_character")
     @classmethod
     def _reduction_below_one(cls, margin: Margin) -> Margin:
         if margin.relative is not None and margin.relative >= 1:
-            raise ValueError(f"a relative reduction of {margin.relative:g} asks for zero tokens per word; give a "
+            raise ValueError(f"a relative reduction of {margin.relative:g} asks for zero tokens; give a "
                              f"fraction below 1 (0.10: at least 10% fewer)")
         return margin
 
@@ -191,6 +197,9 @@ def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language
         results.append(_gate(name, metrics, key, f"source_model.bpb_{stream}", margin, direction="at_most_plus"))
     results.append(_gate("target fertility", metrics, f"fertility.target_tokenizer.{language}.tokens_per_word",
                          f"fertility.source_tokenizer.{language}.tokens_per_word", gates.target_fertility_reduction,
+                         direction="at_most_minus"))
+    results.append(_gate("generated tokens per character", metrics, "generation.tokens_per_character",
+                         "source_model.generation.tokens_per_character", gates.generated_tokens_per_character,
                          direction="at_most_minus"))
     results.extend(_benchmark_gates(metrics, gates))
     return results

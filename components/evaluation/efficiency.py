@@ -3,6 +3,8 @@
 - tokens per second: generated tokens (never padding, never the prompt) over wall time;
 - characters per second: generated characters over wall time, the one rate comparable across tokenizers;
 - examples per second: the "throughput" of "Design choices" §4.4;
+- tokens per character: what generating the same text costs in tokens, with no clock involved (the promise of a
+  new vocabulary, checked by a promotion gate);
 - %Gen: the share of generated tokens that come from the new vocabulary (tokens the source model did not have);
 - speed-up: the adapted model's rate over the source model's on the same prompts, measured side by side.
 
@@ -51,6 +53,7 @@ def generation_efficiency(record: GenerationRecord, new_token_ids: Collection[in
         "generated_tokens": float(tokens),
         "generated_characters": float(characters),
         "tokens_per_example": tokens / max(examples, 1),
+        "tokens_per_character": tokens / max(characters, 1),
         "seconds": record.seconds,
     }
     if new_token_ids is not None:

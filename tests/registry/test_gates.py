@@ -13,9 +13,11 @@ SOURCE = {"source_model.bpb_target": 2.0, "source_model.bpb_source": 1.0,
           "fertility.source_tokenizer.it.tokens_per_word": 2.0}
 
 
-def _metrics(target=1.9, source=1.1, fertility=1.5, **extra):
+def _metrics(target=1.9, source=1.1, fertility=1.5, generated=0.30, **extra):
     return {**SOURCE, "bpb_target_after_lapt": target, "bpb_source_after_lapt": source,
-            "fertility.target_tokenizer.it.tokens_per_word": fertility, **extra}
+            "fertility.target_tokenizer.it.tokens_per_word": fertility,
+            "generation.tokens_per_character": generated, "source_model.generation.tokens_per_character": 0.40,
+            **extra}
 
 
 def _verdict(metrics, gates=PromotionGates()):
@@ -30,6 +32,7 @@ def test_a_model_better_than_its_source_passes_every_gate():
     ({"target": 2.01}, "target bits per byte"),
     ({"source": 1.26}, "source-language bits per byte"),
     ({"fertility": 1.81}, "target fertility"),
+    ({"generated": 0.37}, "generated tokens per character"),  # 7.5% fewer tokens than the source: not 10%
 ])
 def test_each_gate_refuses_on_its_own_measure(changes, failing):
     verdict = _verdict(_metrics(**changes))
@@ -38,14 +41,23 @@ def test_each_gate_refuses_on_its_own_measure(changes, failing):
 
 def test_zero_shot_numbers_are_used_when_there_was_no_lapt():
     metrics = {**SOURCE, "bpb_target_zero_shot": 1.5, "bpb_source_zero_shot": 1.2,
-               "fertility.target_tokenizer.it.tokens_per_word": 1.0}
+               "fertility.target_tokenizer.it.tokens_per_word": 1.0, "generation.tokens_per_character": 0.2,
+               "source_model.generation.tokens_per_character": 0.4}
     assert all(_verdict(metrics).values())
 
 
 def test_missing_metrics_refuse_instead_of_passing():
     results = evaluate_gates({"bpb_target_after_lapt": 1.0}, PromotionGates(), "it")
-    assert not any(g.passed for g in results[:3])
-    assert all("not measured" in g.detail for g in results[:3])
+    assert not any(g.passed for g in results[:4])
+    assert all("not measured" in g.detail for g in results[:4])
+
+
+def test_a_model_that_never_generates_its_new_tokens_fails_the_promise_gate():
+    """Shorter on the corpus (fertility passes) but generating with as many tokens per character as the source:
+    the vocabulary's promise is not kept, whatever the clock says."""
+    verdict = _verdict(_metrics(generated=0.40))
+    assert verdict["target fertility"] and not verdict["generated tokens per character"]
+    assert _verdict(_metrics(generated=0.359))["generated tokens per character"]
 
 
 def test_benchmarks_within_the_margin_pass_and_below_it_fail():

@@ -1,7 +1,8 @@
 """A tiny adapted model on disk and the MLflow runs an adapt would have logged for it, built in the test.
 
 The metric names are the adapt pipeline's: the parent run holds ``source_model.bpb_*`` and ``fertility.*``; the
-method's child run holds ``bpb_<stream>_<zero_shot|after_lapt>``.
+method's child run holds ``bpb_<stream>_<zero_shot|after_lapt>``, and the generation metrics that
+``vocadapt evaluate`` adds to a version's run.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ GOOD_METRICS = {
                "fertility.source_tokenizer.it.tokens_per_word": 2.0,
                "fertility.target_tokenizer.it.tokens_per_word": 1.4},
     "child": {"bpb_target_zero_shot": 3.0, "bpb_target_after_lapt": 1.9, "bpb_source_zero_shot": 1.4,
-              "bpb_source_after_lapt": 1.1},
+              "bpb_source_after_lapt": 1.1,
+              # what `vocadapt evaluate` logs on the version's run: its generations and the source model's
+              "generation.tokens_per_character": 0.30, "source_model.generation.tokens_per_character": 0.45},
 }
 
 
