@@ -63,6 +63,13 @@ def test_evaluate_registered_model_logs_every_score(tmp_path, registered, held_o
     gated = client.get_run(version_run_id).data.metrics
     assert "benchmark.vocadapt_cloze_it.acc_bytes" in gated
     assert "source_model.benchmark.vocadapt_cloze_it.acc_bytes" in gated
+    # the promise gate's counts: tokens per generated character, the model's and the source model's
+    for prefix in ("", "source_model."):
+        generated = metrics[f"{prefix}generation.vocadapt_translation_en_it.generated_tokens"]
+        characters = metrics[f"{prefix}generation.vocadapt_translation_en_it.generated_characters"]
+        assert metrics[f"{prefix}generation.vocadapt_translation_en_it.tokens_per_character"] == \
+            pytest.approx(generated / max(characters, 1))
+        assert gated[f"{prefix}generation.tokens_per_character"] > 0
 
 
 def test_cli_rejects_bad_model_before_any_run(tmp_path, monkeypatch):
