@@ -37,8 +37,15 @@ class MultiTokenPrediction(nn.Module):
         self.extra_head.to(head.weight.device, head.weight.dtype)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, labels=None,
-                use_cache: bool = False) -> MtpOutput:
-        """input_ids: (batch, length). Targets are the inputs shifted by one and by two."""
+                use_cache: bool = False, **model_kwargs) -> MtpOutput:
+        """input_ids: (batch, length). Targets are the inputs shifted by one and by two.
+
+        Without ``labels`` this is the wrapped model's own forward (``model_kwargs`` passed on), for objectives that
+        apply the heads themselves (distillation) while the forward still runs through DDP's or DeepSpeed's
+        wrapper of this module.
+        """
+        if labels is None:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=use_cache, **model_kwargs)
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                          use_cache=use_cache)
         hidden = out.hidden_states[-1]  # (batch, length, hidden), after the final norm
