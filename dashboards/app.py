@@ -54,6 +54,7 @@ def _comparison(client, everything: data.ExperimentRuns) -> pd.DataFrame:
     _throughput(evaluations)
     _parameters(evaluations)
     _similarity(client, evaluations)
+    _energy(pd.concat([adapt, methods, evaluations]))
     return adapt
 
 
@@ -220,6 +221,34 @@ def _corpus_expectations(client, runs: pd.DataFrame) -> None:
                           observed=table["observed"].map(str)).set_index(["run", "corpus"]))
     st.caption("A run whose corpora fail an expectation stops before it records anything, so a recorded run shows "
                "what its corpora measured against each bound (corpus.* settings of the config).")
+
+
+def _energy(runs: pd.DataFrame) -> None:
+    st.header("Energy and CO2 (codecarbon)")
+    table = data.energy_table(runs)
+    if table.empty:
+        st.info("No energy measured in the selected runs (recorded before codecarbon, or with tracking.energy off).")
+        return
+    for row in table[table["stage"] == "total"].itertuples():
+        st.markdown(f"`{row.run}`: **{_milli(row.kwh)} Wh**, **{_milli(row.kg_co2eq)} g CO2eq** on the "
+                    f"{row.country or '?'} grid ({row.mode or 'mode not recorded'})")
+    stages = table[table["stage"] != "total"].assign(wh=lambda t: t["kwh"] * 1000)
+    st.altair_chart(alt.Chart(stages).mark_bar().encode(
+        y=alt.Y("run:N", title=None, axis=alt.Axis(labelLimit=400)), x=alt.X("wh:Q", title="Wh"),
+        color=alt.Color("stage:N", legend=alt.Legend(orient="bottom")), tooltip=["run", "stage", "wh", "kg_co2eq"],
+    ).properties(height=max(120, 40 * stages["run"].nunique())), width="stretch")
+    # a markdown table, not a data grid: every figure is in the page as text
+    lines = ["| run | stage | Wh | g CO2eq |", "| --- | --- | ---: | ---: |"]
+    lines += [f"| `{row.run}` | {row.stage} | {_milli(row.kwh)} | {_milli(row.kg_co2eq)} |" for row in stages.itertuples()]
+    st.markdown("\n".join(lines))
+    st.caption("An adapt run sums its own stages (tokenizer, fertility and source-model scoring, helper) and its "
+               "methods' (initialisation, scoring, LAPT in the Ray workers); a method run shows its own. Measured "
+               "offline with codecarbon: RAPL or a TDP estimate for the CPU, NVML for GPUs, an estimate for RAM.")
+
+
+def _milli(value: float | None) -> str:
+    """kWh as Wh, kg as g, four significant digits."""
+    return "?" if value is None or pd.isna(value) else f"{value * 1000:.4g}"
 
 
 def _language_matrix(client, everything: data.ExperimentRuns) -> None:

@@ -215,6 +215,27 @@ def parameter_table(evaluations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+ENERGY = re.compile(r"^energy\.(?P<stage>[^.]+)\.kwh$")
+ENERGY_STAGES = ("tokenizer", "init", "lapt", "evaluation", "total")  # display order; others after these
+ENERGY_COLUMNS = ["run", "kind", "stage", "kwh", "kg_co2eq", "country", "mode"]
+
+
+def energy_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, stage) of the runs' ``energy.<stage>.kwh`` and ``emissions.<stage>.kg_co2eq``, with the
+    grid's country and how the energy was measured (the ``vocadapt.energy_*`` tags). Stage ``total`` is the run's
+    sum over its stages; an adapt run's stages include its method runs'."""
+    order = {stage: position for position, stage in enumerate(ENERGY_STAGES)}
+    rows = []
+    for run in runs.itertuples():
+        stages = sorted((match["stage"] for match in map(ENERGY.match, run.metrics) if match),
+                        key=lambda stage: (order.get(stage, len(order)), stage))
+        rows += [{"run": run.label, "kind": run.kind, "stage": stage, "kwh": run.metrics[f"energy.{stage}.kwh"],
+                  "kg_co2eq": run.metrics.get(f"emissions.{stage}.kg_co2eq"),
+                  "country": run.tags.get("vocadapt.energy_country", ""),
+                  "mode": run.tags.get("vocadapt.energy_mode", "")} for stage in stages]
+    return pd.DataFrame(rows, columns=ENERGY_COLUMNS)
+
+
 def similarity_tables(client, evaluations: pd.DataFrame) -> dict[str, dict]:
     """run label -> the ``similarity/similarity.json`` artifact (names, matrix, anchors) of runs that logged one."""
     found = {}

@@ -14,7 +14,9 @@ Metric names (one evaluation run per call, in the model's experiment):
 - ``bpb.<lang>`` / ``source_model.bpb.<lang>``; ``parameters.*`` / ``source_model.parameters.*``;
 - ``generation.<task>.<rate|chrf|percent_generated_new>``, ``source_model.generation.<task>.*``,
   ``speed_up.<task>.<rate>`` and ``speed_up.<rate>`` over all generation tasks;
-- ``similarity.<a>__<b>``, with ``similarity/similarity.{json,png}`` artifacts.
+- ``similarity.<a>__<b>``, with ``similarity/similarity.{json,png}`` artifacts;
+- ``energy.evaluation.kwh`` / ``emissions.evaluation.kg_co2eq`` and the same as ``energy.total.kwh`` /
+  ``emissions.total.kg_co2eq`` (codecarbon, offline, on the grid of ``country_iso_code``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 from rich.console import Console
 
 from vocadapt.components.errors import UserError
+from vocadapt.platform.config import TrackingSection
+from vocadapt.platform.energy import EnergyLedger, check_country, log_energy, measure_energy
 from vocadapt.platform.evaluation.suites import SuiteConfig, load_suite
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
@@ -47,6 +51,9 @@ class EvaluationRequest:
     tracking_uri: str | None = None
     work_dir: Path | None = None  # where tasks and artifacts are built (default: a temporary folder)
     held_out: Any = None  # HeldOutData; default: the embedded corpora's test split
+    # energy and CO2 of the evaluation (energy.evaluation.kwh, emissions.evaluation.kg_co2eq) on this country's grid
+    country_iso_code: str = TrackingSection.model_fields["country_iso_code"].default
+    energy: bool = True
 
 
 @dataclass
@@ -70,6 +77,8 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
     console = console or Console()
     # ---- setup: every input is checked before a run is opened
     suite = load_suite(request.suite, request.suite_overrides)
+    if request.energy:
+        check_country(request.country_iso_code)
     tracking_uri = resolve_tracking_uri(request.tracking_uri)
     work_dir = Path(request.work_dir or tempfile.mkdtemp(prefix="vocadapt-evaluate-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -88,7 +97,12 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
     with tracker.run(f"evaluate/{suite.name}/{_short_name(resolved)}", tags=lineage) as run:
         run_id = run.info.run_id
         tracker.log_params(run_id, {"suite": suite.name, "model": request.model, **_flat_suite(suite)})
-        metrics = _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console)
+        with measure_energy("evaluation", country_iso_code=request.country_iso_code,
+                            enabled=request.energy) as reading:
+            metrics = _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console)
+        energy = EnergyLedger(request.country_iso_code)
+        energy.add(reading)
+        log_energy(tracker, run_id, energy)
         tracker.log_dict(run_id, {"metrics": metrics, "lineage": lineage}, "evaluation.json")
     if resolved.version_run_id:
         _log_to_version_run(tracker, resolved.version_run_id, metrics)

@@ -132,6 +132,16 @@ class TrackingSection(_Section):
         None, description="Registry name for the best model; default vocadapt-<lang>-<source model short name>."
     )
     register_best: bool = Field(True, description="Register the best method's model with alias 'candidate'.")
+    energy: bool = Field(
+        True, description="Measure each stage's energy and CO2 with codecarbon (offline, no files written) and log "
+        "energy.<stage>.kwh and emissions.<stage>.kg_co2eq; false skips the measurement."
+    )
+    country_iso_code: str = Field(
+        "ITA", pattern=r"^[A-Z]{3}$",
+        description="ISO 3166-1 alpha-3 code of the country whose grid powers the machine (ITA, FRA, USA...); it "
+        "sets the carbon intensity behind the CO2 figures. Offline, so nothing can look it up. Default ITA: the "
+        "shipped configs adapt to Italian and SAVA's Appendix C, the figures compared against, is on Italy's grid.",
+    )
 
 
 class ExperimentConfig(_Section):

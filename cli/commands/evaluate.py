@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
         tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI."),
         work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Keep tasks and artifacts here."),
         json_out: Optional[Path] = typer.Option(None, "--json", help="Also write a JSON summary to this file."),
+        country: str = typer.Option("ITA", "--country", help="ISO alpha-3 code of the grid powering this machine, "
+                                    "for the evaluation's CO2 (codecarbon, offline)."),
+        energy: bool = typer.Option(True, "--energy/--no-energy", help="Measure the evaluation's energy and CO2."),
     ) -> None:
         """Score a model on an evaluation suite and log every number to MLflow."""
         from vocadapt.pipelines.evaluate import EvaluationRequest, run_evaluate, summary_json
@@ -45,7 +48,7 @@ def register(app: typer.Typer) -> None:
                 model=model, suite=suite, compare_to=compare_to or None, helper=helper or None,
                 similar_to=[str(p) for p in similar_to if str(p)],
                 suite_overrides=overrides, experiment=experiment, tracking_uri=tracking_uri, work_dir=work_dir,
-                held_out=_held_out(data),
+                held_out=_held_out(data), country_iso_code=country, energy=energy,
             )
             result = run_evaluate(request)
         if json_out:

@@ -10,6 +10,11 @@ ADAPT_RUN = "kestrel-adapt"
 METHODS = ("fvt", "sava")
 EVALUATION_RUN = "evaluate/offline/vocadapt-xx-kestrel-v1"
 REGISTERED = "vocadapt-xx-kestrel"
+# energy per stage in kWh, logged the way the pipelines log it (platform.energy.log_energy); made-up numbers
+ENERGY_COUNTRY, ENERGY_MODE = "FRA", "cpu: RAPL; ram: estimate; gpu: NVML (1 x Kestrel GPU)"
+GRID_KG_PER_KWH = 0.056
+TOKENIZER_KWH, EVALUATION_KWH = 0.0034, 0.0112
+METHOD_KWH = {"init": 0.0021, "evaluation": 0.0013, "lapt": 0.0475}  # plus 0.01 kWh of LAPT per method offset
 # the corpora the adapt run checked: name -> (language, non-blank lines)
 CHECKED_CORPORA = {"target training": ("xx", 5400), "target held-out": ("xx", 290),
                    "source-language training": ("en", 5900), "source-language held-out": ("en", 310)}
@@ -18,9 +23,11 @@ EXPECTATIONS = ("expect_table_row_count_to_be_between", "expect_column_values_to
                 "expect_column_proportion_of_unique_values_to_be_between on text",
                 "expect_column_values_to_be_in_set on language")
 
+
 def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
     from vocadapt.platform.corpus_checks import log_expectations
+    from vocadapt.platform.energy import log_energy
     from vocadapt.platform.ray_train import METRIC_PREFIX
     from vocadapt.platform.tracking import Tracker
 
@@ -33,6 +40,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     tracker = Tracker(uri, experiment, artifact_root=folder / "artifacts")
     with tracker.run(ADAPT_RUN, tags={"vocadapt.target_language": "xx"}) as parent:
         parent_id = parent.info.run_id
+        parent_energy = _ledger({"tokenizer": TOKENIZER_KWH})
         tracker.log_params(parent_id, {"target.language": "xx", "target.source_language": "en"})
         tracker.log_metrics(parent_id, {
             "fertility.source_tokenizer.xx.tokens_per_word": 2.1, "fertility.target_tokenizer.xx.tokens_per_word": 1.4,
@@ -51,6 +59,11 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
                 tracker.log_metrics(run_id, {f"{METRIC_PREFIX}bits_per_byte_target": 1.5}, step=5)
                 tracker.log_metrics(run_id, {"bpb_target_after_lapt": 1.5 - offset * 0.1,
                                              "bpb_source_after_lapt": 1.3 - offset * 0.05}, step=5)
+                method_energy = _ledger(method_kwh(offset))
+                for reading in method_energy.stages.values():
+                    parent_energy.add(reading)
+                log_energy(tracker, run_id, method_energy)
+        log_energy(tracker, parent_id, parent_energy)
         tracker.set_tags(parent_id, {"vocadapt.best_method": METHODS[-1]})
         log_expectations(tracker, parent_id, expectation_results(CHECKED_CORPORA))
     model_uri = tracker.log_model_directory(run_id, _tiny_folder(folder))
@@ -77,6 +90,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
             "parameters.total": 1.2e8, "parameters.embeddings": 1.2e7, "source_model.parameters.total": 1.35e8,
             "similarity.kestrel__helper": 43.2,
         })
+        log_energy(tracker, eval_id, _ledger({"evaluation": EVALUATION_KWH}))
         tracker.log_dict(eval_id, {"names": ["kestrel", "helper"], "matrix": [[100.0, 43.2], [43.2, 100.0]],
                                    "anchors": 256, "tokens_compared": 9000}, "similarity/similarity.json")
     return uri
@@ -96,6 +110,25 @@ def expectation_results(corpora: dict[str, tuple[str, int]]) -> dict:
     summary = {name: {"files": [f"/corpora/{name.replace(' ', '-')}.txt"], "language": language, "lines": lines,
                       "rows_validated": lines} for name, (language, lines) in corpora.items()}
     return {"success": True, "failures": [], "expectations": records, "corpora": summary, "seconds": 1.5}
+
+
+def method_kwh(offset: int) -> dict[str, float]:
+    return {**METHOD_KWH, "lapt": METHOD_KWH["lapt"] + 0.01 * offset}
+
+
+def expected_energy_kwh() -> dict[str, float]:
+    """Run name -> the total energy the store records for it (an adapt run's total includes its methods')."""
+    methods = {f"{ADAPT_RUN}/{m}": sum(method_kwh(offset).values()) for offset, m in enumerate(METHODS)}
+    return {ADAPT_RUN: TOKENIZER_KWH + sum(methods.values()), **methods, EVALUATION_RUN: EVALUATION_KWH}
+
+
+def _ledger(stages: dict[str, float]):
+    from vocadapt.platform.energy import EnergyLedger, EnergyReading
+
+    ledger = EnergyLedger(ENERGY_COUNTRY)
+    for stage, kwh in stages.items():
+        ledger.add(EnergyReading(stage, ENERGY_COUNTRY, kwh, kwh * GRID_KG_PER_KWH, mode=ENERGY_MODE))
+    return ledger
 
 
 def _tiny_folder(folder: Path) -> Path:

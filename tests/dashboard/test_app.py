@@ -91,6 +91,41 @@ def test_app_renders_every_section(filled_store, monkeypatch):
     assert any("No evaluation runs selected" in i.value for i in app.info)
 
 
+def test_energy_per_run_and_stage_is_read_from_the_metrics(filled_store):
+    from tests.dashboard.fake_store import ENERGY_COUNTRY, ENERGY_MODE, GRID_KG_PER_KWH, expected_energy_kwh
+    from vocadapt.dashboards import runs as data
+
+    client = data.client_for(filled_store)
+    everything = data.load_runs(client, "kestrel-experiment")
+    table = data.energy_table(everything.frame)
+    totals = table[table["stage"] == "total"].set_index("run")
+    assert set(totals.index) == set(expected_energy_kwh())  # every run that measured, and only those
+    for run, kwh in expected_energy_kwh().items():
+        assert totals.loc[run, "kwh"] == pytest.approx(kwh)
+        assert totals.loc[run, "kg_co2eq"] == pytest.approx(kwh * GRID_KG_PER_KWH)
+        stages = table[(table["run"] == run) & (table["stage"] != "total")]
+        assert stages["kwh"].sum() == pytest.approx(kwh)  # the total is the sum of the stages shown
+    assert list(table.loc[table["run"] == ADAPT_RUN, "stage"]) == ["tokenizer", "init", "lapt", "evaluation", "total"]
+    assert set(table["country"]) == {ENERGY_COUNTRY} and set(table["mode"]) == {ENERGY_MODE}
+
+
+def test_app_shows_energy_per_run_and_stage(filled_store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.dashboard.fake_store import ENERGY_COUNTRY, GRID_KG_PER_KWH, METHOD_KWH, expected_energy_kwh
+    from vocadapt.cli.commands.dashboard import app_path
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", filled_store)
+    app = AppTest.from_file(str(app_path()), default_timeout=120).run()
+    assert not app.exception, app.exception
+    assert any("Energy and CO2" in h.value for h in app.header)
+    text = " ".join(m.value for m in app.markdown)
+    for run, kwh in expected_energy_kwh().items():
+        assert (f"`{run}`: **{kwh * 1000:.4g} Wh**, **{kwh * GRID_KG_PER_KWH * 1000:.4g} g CO2eq** on the "
+                f"{ENERGY_COUNTRY} grid") in text, run
+    assert f"| `{ADAPT_RUN}/{METHODS[0]}` | lapt | {METHOD_KWH['lapt'] * 1000:.4g} |" in text
+
+
 def test_dashboard_command_refuses_a_missing_store(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

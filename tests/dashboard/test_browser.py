@@ -49,6 +49,15 @@ def served_dashboard(filled_store, tmp_path):
         log.close()
 
 
+def energy_texts() -> list[str]:
+    """The energy section's figures as the page shows them: each run's total in Wh and g CO2eq, a stage's Wh."""
+    from tests.dashboard.fake_store import ENERGY_COUNTRY, GRID_KG_PER_KWH, METHOD_KWH, expected_energy_kwh
+
+    totals = [text for kwh in expected_energy_kwh().values()  # the page source has tags around the figures
+              for text in (f"{kwh * 1000:.4g} Wh", f"{kwh * GRID_KG_PER_KWH * 1000:.4g} g CO2eq")]
+    return ["Energy and CO2", f"on the {ENERGY_COUNTRY} grid", *totals, f"{METHOD_KWH['lapt'] * 1000:.4g}"]
+
+
 def test_dashboard_in_headless_chromium(served_dashboard, tmp_path):
     from PIL import Image
 
@@ -60,6 +69,7 @@ def test_dashboard_in_headless_chromium(served_dashboard, tmp_path):
                     # the corpus expectation section: the count and every corpus and expectation, as table text
                     "Corpus expectations", f"{evaluated} of {evaluated} expectations met", *CHECKED_CORPORA,
                     *EXPECTATIONS, "share of lines labelled en"]
+        expected += energy_texts()
         dom = browser.wait_for_text(expected)
         time.sleep(2)  # let the charts finish drawing
         shot = browser.screenshot(tmp_path / "dashboard.png")

@@ -93,7 +93,7 @@ def test_cli_evaluates_a_folder_and_writes_json(tmp_path, adapted_model_dir, mon
     args = ["evaluate", "--model", str(adapted_model_dir), "--experiment", "cli-eval", "--json", str(out),
             "--data", f"it={fixture_corpora['it.validation']}", "--data", f"en={fixture_corpora['en.validation']}",
             "--data", f"it-en={fixture_corpora['it-en.validation']}",
-            "--data", f"it-en-shots={fixture_corpora['it-en.train']}"]
+            "--data", f"it-en-shots={fixture_corpora['it-en.train']}", "--country", "DEU"]
     for key, value in {"cloze.items": "8", "translation.items": "3", "translation.max_new_tokens": "4",
                        "generation.examples": "2", "generation.max_new_tokens": "4", "bits_per_byte.documents": "4",
                        "harness.limit": "3"}.items():
@@ -103,3 +103,16 @@ def test_cli_evaluates_a_folder_and_writes_json(tmp_path, adapted_model_dir, mon
     summary = json.loads(out.read_text())
     assert "benchmark.vocadapt_cloze_en.acc_bytes" in summary["metrics"]
     assert not any(key.startswith("speed_up") for key in summary["metrics"])  # no --compare-to
+    # the evaluation's energy and CO2, on the grid --country named, and nothing written by codecarbon
+    from codecarbon.input import DataSource
+    from mlflow.tracking import MlflowClient
+
+    from vocadapt.platform.tracking import resolve_tracking_uri
+
+    run = MlflowClient(resolve_tracking_uri()).get_run(summary["run_id"])
+    energy = run.data.metrics
+    assert energy["energy.evaluation.kwh"] > 0 and energy["energy.total.kwh"] == energy["energy.evaluation.kwh"]
+    grid = DataSource().get_global_energy_mix_data()["DEU"]["carbon_intensity"]
+    assert energy["emissions.evaluation.kg_co2eq"] * 1000 / energy["energy.evaluation.kwh"] == pytest.approx(grid)
+    assert run.data.tags["vocadapt.energy_country"] == "DEU" and "cpu:" in run.data.tags["vocadapt.energy_mode"]
+    assert not [path for path in tmp_path.rglob("*") if "emission" in path.name or "codecarbon" in path.name]
