@@ -21,6 +21,7 @@ from rich.console import Console
 from vocadapt.components.errors import UserError
 from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summary_json
 from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy, measure_energy
 from vocadapt.platform.sources import ResolvedInputs, read_documents, resolve_inputs
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
 
@@ -67,6 +68,8 @@ def run_adapt(
     console = console or Console()
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists
     _check_methods(config)
+    if config.tracking.energy:
+        check_country(config.tracking.country_iso_code)
     inputs = resolve_inputs(config)
     expectations = check_corpora(config, inputs, console, cache)
     pretrained_tokenizer = None
@@ -110,6 +113,8 @@ def _run(
     }
     with tracker.run(config.name, parent_run_id=parent_run_id, tags=lineage) as parent:
         parent_id = parent.info.run_id
+        # every stage's energy, the children's included: logged on the parent as per-stage sums and the total
+        energy = EnergyLedger(config.tracking.country_iso_code)
         tracker.log_params(parent_id, config.flat())
         tracker.log_text(parent_id, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), "config.yaml")
         if expectations is not None:
@@ -124,9 +129,11 @@ def _run(
         source_tokenizer = load_source_tokenizer(config, inputs.source_model)
 
         console.rule("[bold]2. target tokenizer")
-        target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
-            config, inputs, source_tokenizer, workdir, cache, pretrained_tokenizer
-        )
+        with _measure(config, "tokenizer") as reading:
+            target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
+                config, inputs, source_tokenizer, workdir, cache, pretrained_tokenizer
+            )
+        energy.add(reading)
         tokenizer_sha = sha256_tree(tokenizer_dir)
         tracker.log_artifact(parent_id, tokenizer_dir, "tokenizer")
         tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
@@ -139,34 +146,42 @@ def _run(
                           highlight=False)  # fmt: skip
 
         console.rule("[bold]3. fertility")
-        fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
+        with _measure(config, "evaluation") as reading:
+            fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
+        energy.add(reading)
         tracker.log_metrics(parent_id, _flatten_fertility(fertility))
         tracker.log_dict(parent_id, fertility, "fertility.json")
         print_fertility(fertility, console)
 
         console.rule("[bold]5. source model, zero-shot bits per byte")
         source_model = load_source_model(config, inputs.source_model)
-        if cache is None:
-            source_bpb = _bits_per_byte(source_model, source_tokenizer, held_out, config)
-        else:
-            source_bpb = cache.source_bits_per_byte(
-                config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
+        with _measure(config, "evaluation") as reading:
+            if cache is None:
+                source_bpb = _bits_per_byte(source_model, source_tokenizer, held_out, config)
+            else:
+                source_bpb = cache.source_bits_per_byte(
+                    config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
+        energy.add(reading)
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
 
-        if cache is None:
-            helper = build_helper(config, target_tokenizer, inputs)
-        else:
-            helper = cache.helper(config, inputs, tokenizer_sha, lambda: build_helper(config, target_tokenizer, inputs))
+        with _measure(config, "init") as reading:  # a helper (fastText) is part of initialising the new rows
+            if cache is None:
+                helper = build_helper(config, target_tokenizer, inputs)
+            else:
+                helper = cache.helper(config, inputs, tokenizer_sha,
+                                      lambda: build_helper(config, target_tokenizer, inputs))
+        energy.add(reading)
         outcomes = []
         for method in config.init.methods:
             console.rule(f"[bold]4-7. method {method}")
             with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=lineage) as child:
                 outcome = _adapt_one_method(
                     config, inputs, tracker, child.info.run_id, method, source_model, source_tokenizer,
-                    target_tokenizer, replacement, held_out, workdir, console, on_metrics, helper,
+                    target_tokenizer, replacement, held_out, workdir, console, on_metrics, helper, energy,
                 )
             outcomes.append(outcome)
         del source_model
+        log_energy(tracker, parent_id, energy)
 
         best = min(outcomes, key=MethodOutcome.score)
         tracker.set_tags(parent_id, {"vocadapt.best_method": best.method})
@@ -181,6 +196,11 @@ def _run(
         parent_id, tracker.experiment_id, tracker.tracking_uri, workdir, fertility, source_bpb, outcomes, best,
         registered,
     )
+
+
+def _measure(config: ExperimentConfig, stage: str):
+    """Energy and CO2 of one stage on the configured grid; nothing is measured with ``tracking.energy`` off."""
+    return measure_energy(stage, country_iso_code=config.tracking.country_iso_code, enabled=config.tracking.energy)
 
 
 def _check_methods(config: ExperimentConfig) -> None:
@@ -439,26 +459,38 @@ def continue_pretraining(
         seed=config.seed,
         tracking_uri=tracker.tracking_uri,
         mlflow_run_id=run_id,
+        energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
     )
     return result
 
 
 def _adapt_one_method(
     config, inputs, tracker, run_id, method, source_model, source_tokenizer, target_tokenizer, replacement,
-    held_out, workdir: Path, console, on_metrics=None, helper=None,
+    held_out, workdir: Path, console, on_metrics=None, helper=None, energy: EnergyLedger | None = None,
 ) -> MethodOutcome:
+    """One method on its child run; its stages' energy is logged there and added to ``energy``, the parent's."""
+    method_energy = EnergyLedger(config.tracking.country_iso_code)
+
+    def account(reading: EnergyReading) -> None:
+        method_energy.add(reading)
+        if energy is not None:
+            energy.add(reading)
 
     tracker.log_params(run_id, {"method": method, "mode": config.init.mode, "helper": config.init.helper,
                                 **{f"option.{k}": v for k, v in config.init.options.get(method, {}).items()}})
     started = time.perf_counter()
-    model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
-                                      replacement, inputs, helper)
-    initial_dir = workdir / method / "initialised"
-    model.save_pretrained(initial_dir)
-    target_tokenizer.save_pretrained(initial_dir)
+    with _measure(config, "init") as reading:
+        model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
+                                          replacement, inputs, helper)
+        initial_dir = workdir / method / "initialised"
+        model.save_pretrained(initial_dir)
+        target_tokenizer.save_pretrained(initial_dir)
+    account(reading)
     tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started})
     tracker.log_dict(run_id, record, "initialisation.json")
-    zero_shot = _bits_per_byte(model, target_tokenizer, held_out, config)
+    with _measure(config, "evaluation") as reading:
+        zero_shot = _bits_per_byte(model, target_tokenizer, held_out, config)
+    account(reading)
     bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
     tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
     del model
@@ -470,10 +502,13 @@ def _adapt_one_method(
         lapt = continue_pretraining(config, inputs, initial_dir, workdir / method, tracker, run_id, held_out)
         outcome.model_dir = lapt["model_dir"]
         outcome.lapt = lapt
+        if lapt["energy"]:  # measured in the Ray workers, summed over nodes
+            account(EnergyReading.from_dict(lapt["energy"]))
         after = {f"{stream}_after_lapt": value for stream, value in lapt["bits_per_byte"].items()}
         outcome.bits_per_byte.update(after)
         tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
         shutil.rmtree(initial_dir, ignore_errors=True)
+    log_energy(tracker, run_id, method_energy)
     console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
     return outcome
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy
 from vocadapt.platform.sources import read_documents, resolve_inputs
 from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
 
@@ -24,6 +25,8 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
 
     if not config.lapt.max_steps and not config.lapt.max_tokens:
         raise UserError("lapt has no budget: set lapt.max_steps or lapt.max_tokens to a positive number")
+    if config.tracking.energy:
+        check_country(config.tracking.country_iso_code)
     inputs = resolve_inputs(config)
     model_dir = Path(model or inputs.source_model)
     if not model_dir.is_dir():
@@ -35,10 +38,16 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     with tracker.run(f"{config.name}-lapt", tags={"vocadapt.stage": "lapt", "vocadapt.model": str(model_dir)}) as run:
         tracker.log_params(run.info.run_id, {k: v for k, v in config.flat().items() if k.startswith("lapt.")})
-        return run_lapt_on_ray(
+        result = run_lapt_on_ray(
             model_dir, model_dir, config.lapt, target_files=list(inputs.target_train),
             source_files=list(inputs.source_train), eval_documents={k: v for k, v in held_out.items() if v},
             output_dir=output or workdir / "lapt", run_name=f"{config.name}-lapt",
             storage_path=config.lapt.storage_path or (workdir / "ray").resolve(), seed=config.seed,
             tracking_uri=tracker.tracking_uri, mlflow_run_id=run.info.run_id,
+            energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
         )
+        energy = EnergyLedger(config.tracking.country_iso_code)
+        if result.energy:  # measured in the Ray workers, summed over nodes
+            energy.add(EnergyReading.from_dict(result.energy))
+        log_energy(tracker, run.info.run_id, energy)
+        return result

@@ -42,6 +42,8 @@ class LaptRunResult:
     tokens_per_second: float  # median over logged steps, all workers, real tokens only
     checkpoint_path: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # energy.EnergyReading.as_dict() of the whole run, summed over nodes; {} when not measured
+    energy: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -101,6 +103,7 @@ def run_lapt_on_ray(
     source_files: list[str | Path] | None = None, eval_documents: dict[str, list[str]] | None = None,
     output_dir: str | Path, run_name: str, storage_path: str | Path | None = None, seed: int = 0,
     tracking_uri: str | None = None, mlflow_run_id: str | None = None, _fault_injection: dict | None = None,
+    energy_country: str | None = None,
 ) -> LaptRunResult:
     """Continue pre-training the model in ``model_dir`` on Ray Train; returns the trained model folder and metrics.
 
@@ -108,6 +111,7 @@ def run_lapt_on_ray(
     text per stream (``settings.train_files`` wins when set; a stream in ``settings.datasets`` reads that Hugging
     Face dataset instead, each worker loading and streaming its own part). The trained model is written to
     ``output_dir/model``. ``_fault_injection`` ({rank, step, marker}) kills that worker once, for tests.
+    energy_country: measure the run's energy and CO2 on this grid (ISO alpha-3 code); None measures nothing.
     """
     section = lapt_section(settings)
     files = section.train_files or {"target": [str(p) for p in target_files],
@@ -120,7 +124,7 @@ def run_lapt_on_ray(
         "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
         "settings": section.model_dump(mode="json"), "seed": seed, "train_files": files,
         "eval_documents": eval_documents or {}, "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id,
-        "fault_injection": _fault_injection,
+        "fault_injection": _fault_injection, "energy_country": energy_country,
     }
     _claim_run_name(storage / run_name, loop_config)
     result = _fit(loop_config, section, run_name, storage)
@@ -214,6 +218,7 @@ def _collect(result, output_dir: Path) -> LaptRunResult:
                        if k.startswith("bits_per_byte_")},
         steps=summary["steps"], tokens=summary["tokens"], trainable_parameters=summary["trainable_parameters"],
         tokens_per_second=speeds[len(speeds) // 2] if speeds else 0.0, checkpoint_path=result.checkpoint.path,
+        energy=summary.get("energy", {}),
     )
 
 
@@ -229,6 +234,7 @@ def _lapt_worker(config: dict) -> None:
     from vocadapt.components.training import LaptData, LaptSettings, train_lapt
 
     rank = ray.train.get_context().get_world_rank()
+    energy = _node_energy_meter(config)
     if not config["settings"]["use_gpu"]:
         torch.set_num_threads(config["settings"]["cpus_per_worker"])  # as many threads as reserved CPUs
     settings = LaptSettings.from_any(config["settings"], seed=config["seed"])
@@ -242,6 +248,7 @@ def _lapt_worker(config: dict) -> None:
     checkpoint = ray.train.get_checkpoint()
     with checkpoint.as_directory() if checkpoint else nullcontext() as resume_dir:
         if resume_dir and (Path(resume_dir) / "final.json").is_file():
+            energy.stop()  # the finished run's final.json keeps the energy that run took
             return _report_again(Path(resume_dir), rank)  # a finished run rerun under its name
         result = train_lapt(
             model, tokenizer, data, settings, logger, checkpoint_hook=_report_checkpoint,
@@ -250,7 +257,40 @@ def _lapt_worker(config: dict) -> None:
             step_hook=_step_hook(rank, settings.total_steps(ray.train.get_context().get_world_size()),
                                  config["fault_injection"]),
         )
-    _report_final(result, tokenizer, rank)
+    _report_final(result, tokenizer, rank, _energy_over_nodes(config, energy))
+
+
+def _node_energy_meter(config: dict):
+    """This worker's LAPT energy meter, started: one per node, on local rank 0, reading the whole machine.
+
+    RAPL reads a CPU package whole and NVML a GPU whole, whichever process asks, so a meter in every worker would
+    count a node once per worker on it. Local rank 0 measures its node (CPUs, memory, and the GPUs of the node's
+    workers: Ray Train's TorchConfig shares CUDA_VISIBLE_DEVICES between them), the other workers measure nothing,
+    and ``_energy_over_nodes`` adds the nodes up, so a run on several nodes counts each node once. Other work on a
+    node the run shares is counted too. After a worker failure the meters restart with the new worker group: the
+    energy of the failed attempt is not included."""
+    import ray.train
+
+    from vocadapt.platform.energy import StageMeter
+
+    country = config.get("energy_country")
+    local_rank = ray.train.get_context().get_local_rank()
+    meter = StageMeter("lapt", country_iso_code=country or "", enabled=bool(country) and local_rank == 0)
+    meter.start()
+    return meter
+
+
+def _energy_over_nodes(config: dict, meter) -> dict[str, Any]:
+    """Stop the meter and sum every node's reading (a collective: every worker calls it)."""
+    reading = meter.stop()
+    if not config.get("energy_country"):
+        return {}
+    import ray.train.torch
+
+    from vocadapt.platform.energy import sum_over_workers
+
+    summed = sum_over_workers(reading, ray.train.torch.get_device())
+    return summed.as_dict() if summed.mode else {}
 
 
 def _engine_factory(section: dict, settings):
@@ -287,15 +327,15 @@ def _report_checkpoint(step: int, write, metrics: dict) -> None:
                          checkpoint=ray.train.Checkpoint.from_directory(folder), checkpoint_dir_name=f"step-{step:06d}")
 
 
-def _report_final(result, tokenizer, rank: int) -> None:
-    """Rank 0 saves the trained model (safetensors) with its tokenizer and the metric history."""
+def _report_final(result, tokenizer, rank: int, energy: dict[str, Any] | None = None) -> None:
+    """Rank 0 saves the trained model (safetensors) with its tokenizer, the metric history and the energy."""
     import ray.train
 
     with tempfile.TemporaryDirectory() as folder:
         _save_model(result.model, tokenizer, Path(folder) / "model", rank)
         if rank == 0:
             summary = {"steps": result.steps, "tokens": result.tokens, "history": result.history,
-                       "trainable_parameters": result.trainable_parameters}
+                       "trainable_parameters": result.trainable_parameters, "energy": energy or {}}
             (Path(folder) / "final.json").write_text(json.dumps(summary), encoding="utf-8")
         checkpoint = ray.train.Checkpoint.from_directory(folder) if rank == 0 else None
         ray.train.report({"step": result.steps, "final": 1}, checkpoint=checkpoint, checkpoint_dir_name="final")

@@ -41,62 +41,111 @@ def _adapt(args: list[str], env: dict[str, str] | None = None):
                 os.environ[key] = value
 
 
-def test_adapt_over_http_registers_candidate_with_lineage(tmp_path, tiny_model, corpora):
+@pytest.fixture(scope="module")
+def http_adapt(tmp_path_factory, tiny_model, corpora):
+    """One `vocadapt adapt` (two methods, LAPT on Ray) tracked by a real MLflow server, run from its own working
+    folder: yields (tracking URL, the --json report, the folder) while the server is up."""
+    tmp_path = tmp_path_factory.mktemp("http-adapt")
+    previous = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        with mlflow_server(tmp_path) as url:
+            summary = tmp_path / "summary.json"
+            overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **{"tracking.country_iso_code": "FRA"})
+            args = [arg for override in overrides for arg in ("--set", override)]
+            result = _adapt([*args, "--json", str(summary)], env={"MLFLOW_TRACKING_URI": url})
+            assert result.exit_code == 0, result.output
+            yield url, json.loads(summary.read_text()), tmp_path
+    finally:
+        os.chdir(previous)
+
+
+def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
     import mlflow
 
-    with mlflow_server(tmp_path) as url:
-        summary = tmp_path / "summary.json"
-        overrides = tiny_config_overrides(tiny_model, corpora, tmp_path)
-        args = [arg for override in overrides for arg in ("--set", override)]
-        result = _adapt([*args, "--json", str(summary)], env={"MLFLOW_TRACKING_URI": url})
-        assert result.exit_code == 0, result.output
-        report = json.loads(summary.read_text())
+    url, report, tmp_path = http_adapt
+    client = mlflow.tracking.MlflowClient(url)
+    experiment = client.get_experiment_by_name("tiny-e2e")
+    runs = client.search_runs([experiment.experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert {r.data.params["method"] for r in children} == {"random", "fvt"}
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert parent.data.params["lapt.max_steps"] == "2"
+    for child in children:
+        assert {"bpb_target_zero_shot", "bpb_source_zero_shot", "bpb_target_after_lapt"} <= set(child.data.metrics)
+        history = client.get_metric_history(child.info.run_id, "lapt_loss")
+        assert len(history) >= 1
+    metrics = parent.data.metrics
+    assert metrics["fertility.target_tokenizer.it.tokens_per_word"] > 0
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"config.yaml", "fertility.json", "tokenizer", "corpus_checks"} <= artifacts
+    # the corpus expectation suite, saved with the run: one record per corpus and expectation, and its counts
+    checked = json.loads(Path(mlflow.artifacts.download_artifacts(
+        run_id=parent.info.run_id, artifact_path="corpus_checks/expectations.json", tracking_uri=url,
+        dst_path=str(tmp_path / "checks"))).read_text())
+    corpora_checked = ("target training", "target held-out", "source-language training", "source-language held-out")
+    assert checked["success"] and set(checked["corpora"]) == set(corpora_checked)
+    assert len(checked["expectations"]) == 4 * 5 and all(r["success"] for r in checked["expectations"])
+    rows = {(r["corpus"], r["expectation"]): r for r in checked["expectations"]}
+    assert rows[("target training", "expect_table_row_count_to_be_between")]["observed"] == 400
+    assert rows[("target training", "expect_table_row_count_to_be_between")]["threshold"] == ">= 20"
+    language = rows[("source-language held-out", "expect_column_values_to_be_in_set on language")]
+    assert language["measure"] == "share of lines labelled en" and language["threshold"] == ">= 0.6"
+    assert metrics["corpus.expectations_evaluated"] == metrics["corpus.expectations_passed"] == 20
+    assert all(metrics[f"corpus.{name.replace(' ', '_')}.expectations_passed"] == 5 for name in corpora_checked)
 
-        client = mlflow.tracking.MlflowClient(url)
-        experiment = client.get_experiment_by_name("tiny-e2e")
-        runs = client.search_runs([experiment.experiment_id])
-        parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
-        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
-        assert {r.data.params["method"] for r in children} == {"random", "fvt"}
-        assert all(r.info.status == "FINISHED" for r in runs)
-        assert parent.data.params["lapt.max_steps"] == "2"
-        for child in children:
-            assert {"bpb_target_zero_shot", "bpb_source_zero_shot", "bpb_target_after_lapt"} <= set(child.data.metrics)
-            history = client.get_metric_history(child.info.run_id, "lapt_loss")
-            assert len(history) >= 1
-        metrics = parent.data.metrics
-        assert metrics["fertility.target_tokenizer.it.tokens_per_word"] > 0
-        artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-        assert {"config.yaml", "fertility.json", "tokenizer", "corpus_checks"} <= artifacts
-        # the corpus expectation suite, saved with the run: one record per corpus and expectation, and its counts
-        checked = json.loads(Path(mlflow.artifacts.download_artifacts(
-            run_id=parent.info.run_id, artifact_path="corpus_checks/expectations.json", tracking_uri=url,
-            dst_path=str(tmp_path / "checks"))).read_text())
-        corpora_checked = ("target training", "target held-out", "source-language training", "source-language held-out")
-        assert checked["success"] and set(checked["corpora"]) == set(corpora_checked)
-        assert len(checked["expectations"]) == 4 * 5 and all(r["success"] for r in checked["expectations"])
-        rows = {(r["corpus"], r["expectation"]): r for r in checked["expectations"]}
-        assert rows[("target training", "expect_table_row_count_to_be_between")]["observed"] == 400
-        assert rows[("target training", "expect_table_row_count_to_be_between")]["threshold"] == ">= 20"
-        language = rows[("source-language held-out", "expect_column_values_to_be_in_set on language")]
-        assert language["measure"] == "share of lines labelled en" and language["threshold"] == ">= 0.6"
-        assert metrics["corpus.expectations_evaluated"] == metrics["corpus.expectations_passed"] == 20
-        assert all(metrics[f"corpus.{name.replace(' ', '_')}.expectations_passed"] == 5 for name in corpora_checked)
-
-        name, version = report["registered"]
-        registered = client.get_model_version_by_alias(name, "candidate")
-        assert int(registered.version) == version
-        tags = registered.tags
-        assert tags["vocadapt.method"] == report["best_method"]
-        for key in ("vocadapt.source_model", "vocadapt.tokenizer_sha256", "vocadapt.corpus_sha256",
-                    "vocadapt.git_commit", "vocadapt.config"):
-            assert tags.get(key), key
-        local = mlflow.artifacts.download_artifacts(f"models:/{name}@candidate", dst_path=str(tmp_path / "dl"),
-                                                    tracking_uri=url)
-        assert (Path(local) / "model.safetensors").exists() or list(Path(local).glob("*.safetensors"))
-        assert not list(Path(local).rglob("*.bin")) and not list(Path(local).rglob("*.pkl"))
+    name, version = report["registered"]
+    registered = client.get_model_version_by_alias(name, "candidate")
+    assert int(registered.version) == version
+    tags = registered.tags
+    assert tags["vocadapt.method"] == report["best_method"]
+    for key in ("vocadapt.source_model", "vocadapt.tokenizer_sha256", "vocadapt.corpus_sha256",
+                "vocadapt.git_commit", "vocadapt.config"):
+        assert tags.get(key), key
+    local = mlflow.artifacts.download_artifacts(f"models:/{name}@candidate", dst_path=str(tmp_path / "dl"),
+                                                tracking_uri=url)
+    assert (Path(local) / "model.safetensors").exists() or list(Path(local).glob("*.safetensors"))
+    assert not list(Path(local).rglob("*.bin")) and not list(Path(local).rglob("*.pkl"))
     out = Path(report["output_dir"])
     assert out.is_dir() and not list(out.parent.glob(".*staging"))
+
+
+STAGES = {"parent": ("tokenizer", "init", "lapt", "evaluation"), "method": ("init", "lapt", "evaluation")}
+
+
+def test_adapt_logs_energy_per_stage_and_the_parent_sums_them(http_adapt):
+    """Every stage's energy and CO2 on the run where it ran (the methods' initialisation, scoring and LAPT on
+    their child runs, LAPT measured in the Ray workers); the parent holds per-stage sums over itself and its
+    children, and its total is the sum of its stages."""
+    import mlflow
+
+    url, _, tmp_path = http_adapt
+    client = mlflow.tracking.MlflowClient(url)
+    runs = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(children) == 2
+    for child in children:
+        metrics = child.data.metrics
+        for stage in STAGES["method"]:
+            assert metrics[f"energy.{stage}.kwh"] > 0 and metrics[f"emissions.{stage}.kg_co2eq"] > 0, stage
+        assert "energy.tokenizer.kwh" not in metrics
+        assert metrics["energy.total.kwh"] == pytest.approx(sum(metrics[f"energy.{s}.kwh"] for s in STAGES["method"]))
+        assert "meters summed: 1" in child.data.tags["vocadapt.energy_mode"]  # LAPT's reading, from the workers
+    metrics = parent.data.metrics
+    for stage in STAGES["parent"]:
+        assert metrics[f"energy.{stage}.kwh"] > 0 and metrics[f"emissions.{stage}.kg_co2eq"] > 0, stage
+    assert metrics["energy.total.kwh"] == pytest.approx(sum(metrics[f"energy.{s}.kwh"] for s in STAGES["parent"]))
+    assert metrics["emissions.total.kg_co2eq"] == pytest.approx(
+        sum(metrics[f"emissions.{s}.kg_co2eq"] for s in STAGES["parent"]))
+    for stage in ("init", "lapt"):  # the parent's figure covers its children's
+        assert metrics[f"energy.{stage}.kwh"] >= sum(c.data.metrics[f"energy.{stage}.kwh"] for c in children)
+    assert metrics["energy.lapt.kwh"] == pytest.approx(sum(c.data.metrics["energy.lapt.kwh"] for c in children))
+    assert parent.data.tags["vocadapt.energy_country"] == "FRA" and parent.data.params["tracking.country_iso_code"] == "FRA"
+    assert "cpu:" in parent.data.tags["vocadapt.energy_mode"]
+    # codecarbon wrote nothing where the command ran (no emissions.csv, no lock or config files)
+    assert not [p for p in tmp_path.rglob("*") if "emission" in p.name or "codecarbon" in p.name]
 
 
 def _no_output_no_registry(tmp_path: Path) -> None:
