@@ -49,13 +49,14 @@ def bare(model_dir: Path, folder: Path, settings: dict) -> float:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+    from vocadapt.components.training import LaptData, train_lapt
+    from vocadapt.platform.config_sections import LaptSection
 
     torch.set_num_threads(settings["cpus_per_worker"])
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     data = LaptData.from_files(target=[folder / "it.txt"], source=[folder / "en.txt"])
-    result = train_lapt(model, tokenizer, data, LaptSettings.from_any(settings))
+    result = train_lapt(model, tokenizer, data, LaptSection.model_validate(settings))
     return _median_after_warmup(result.series("tokens_per_second"))
 
 

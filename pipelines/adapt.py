@@ -13,7 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import yaml
 from rich.console import Console
@@ -24,6 +24,9 @@ from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy, measure_energy
 from vocadapt.platform.sources import ResolvedInputs, read_documents, resolve_inputs
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
+
+if TYPE_CHECKING:
+    from vocadapt.components.initializers import ConfiguredInitializer
 
 
 @dataclass
@@ -67,7 +70,7 @@ def run_adapt(
     shares the source model's bits per byte, the trained tokenizer and a trained helper between trials."""
     console = console or Console()
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists
-    _check_methods(config)
+    methods = resolve_methods(config)
     if config.tracking.energy:
         check_country(config.tracking.country_iso_code)
     inputs = resolve_inputs(config)
@@ -84,7 +87,7 @@ def run_adapt(
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     try:
         result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics, cache,
-                      pretrained_tokenizer, expectations)
+                      pretrained_tokenizer, expectations, methods=methods)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -101,6 +104,7 @@ def _run(
     config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console,
     parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None, cache: Any = None,
     pretrained_tokenizer: Any = None, expectations: dict[str, Any] | None = None,
+    *, methods: dict[str, ConfiguredInitializer],
 ) -> AdaptResult:
     from vocadapt.platform.model_loading import load_source_model, load_source_tokenizer
 
@@ -165,7 +169,9 @@ def _run(
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
 
         with _measure(config, "init") as reading:  # a helper (fastText) is part of initialising the new rows
-            if cache is None:
+            if not config.init.helper or not any(method.needs_helper for method in methods.values()):
+                helper = None  # no listed method uses one
+            elif cache is None:
                 helper = build_helper(config, target_tokenizer, inputs)
             else:
                 helper = cache.helper(config, inputs, tokenizer_sha,
@@ -176,7 +182,7 @@ def _run(
             console.rule(f"[bold]4-7. method {method}")
             with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=lineage) as child:
                 outcome = _adapt_one_method(
-                    config, inputs, tracker, child.info.run_id, method, source_model, source_tokenizer,
+                    config, inputs, tracker, child.info.run_id, methods[method], source_model, source_tokenizer,
                     target_tokenizer, replacement, held_out, workdir, console, on_metrics, helper, energy,
                 )
             outcomes.append(outcome)
@@ -203,27 +209,29 @@ def _measure(config: ExperimentConfig, stage: str):
     return measure_energy(stage, country_iso_code=config.tracking.country_iso_code, enabled=config.tracking.energy)
 
 
-def _check_methods(config: ExperimentConfig) -> None:
-    """Unknown methods, unknown options and missing helpers fail before any work."""
-    from vocadapt.components.initializers import get_initializer
+def resolve_methods(config: ExperimentConfig) -> dict[str, ConfiguredInitializer]:
+    """Each listed initialiser looked up in the registry once, its options checked once; unknown methods, unknown
+    options and missing helpers fail here, before any work. The run hands the result down to the surgery."""
+    from vocadapt.components.initializers import configure_initializer
 
+    methods = {}
     for method in config.init.methods:
         try:
-            initializer = get_initializer(method)
+            methods[method] = configure_initializer(method, config.init.options.get(method, {}))
         except KeyError as error:
             raise UserError(f"init.methods: {error.args[0]}") from error
-        try:
-            initializer.check_options(config.init.options.get(method, {}))
         except ValueError as error:
             raise UserError(f"init.options.{method}: {error}") from error
-        if initializer.needs_helper and not config.init.helper:
+        if methods[method].needs_helper and not config.init.helper:
             raise UserError(
                 f"init.methods: {method!r} needs a helper and init.helper is not set; it accepts "
-                f"{', '.join(initializer.helpers) or 'a helper'} (set init.helper: fasttext to train one on the corpus)"
+                f"{', '.join(methods[method].initializer.helpers) or 'a helper'} (set init.helper: fasttext to "
+                "train one on the corpus)"
             )
     unknown_options = set(config.init.options) - set(config.init.methods)
     if unknown_options:
         raise UserError(f"init.options names methods not in init.methods: {sorted(unknown_options)}")
+    return methods
 
 
 def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Console, cache: Any = None
@@ -395,14 +403,10 @@ def _bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict
 
 
 def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInputs):
-    """The helper the config names (e.g. fastText trained on the target-tokenized corpus), built once per run and
-    only when a listed method uses one; None otherwise."""
+    """The helper the config names (e.g. fastText trained on the target-tokenized corpus), built once per run; the
+    run asks for it only when a listed method uses one."""
     from vocadapt.components.helpers import resolve_helper
-    from vocadapt.components.initializers import get_initializer
 
-    uses_helper = any(get_initializer(m).needs_helper for m in config.init.methods)
-    if not config.init.helper or not uses_helper:
-        return None
     return resolve_helper(
         config.init.helper, target_tokenizer=target_tokenizer, corpus_files=list(inputs.target_train),
         seed=config.seed,
@@ -410,16 +414,15 @@ def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInp
 
 
 def initialise_method(
-    config: ExperimentConfig, method: str, source_model, source_tokenizer, target_tokenizer, replacement,
-    inputs: ResolvedInputs, helper=None,
+    config: ExperimentConfig, method: ConfiguredInitializer, source_model, source_tokenizer, target_tokenizer,
+    replacement, inputs: ResolvedInputs, helper=None,
 ):
-    """A copy of ``source_model`` with its vocabulary replaced (or expanded) and new rows set by ``method``."""
+    """A copy of ``source_model`` with its vocabulary replaced (or expanded) and new rows set by ``method`` (resolved
+    once, with its options, by :func:`resolve_methods`)."""
     import copy
 
-    from vocadapt.components.initializers import get_initializer
     from vocadapt.components.surgery import adapt_embeddings
 
-    initializer = get_initializer(method)
     model = copy.deepcopy(source_model)
     model = adapt_embeddings(
         model,
@@ -429,9 +432,8 @@ def initialise_method(
         new_target_ids=replacement.new_token_ids,
         method=method,
         mode=config.init.mode,
-        options=config.init.options.get(method, {}),
         seed=config.seed,
-        helper=helper if initializer.needs_helper else None,
+        helper=helper if method.needs_helper else None,
         corpus_files=[str(p) for p in inputs.target_train],
     )
     return model, dict(model.config.vocadapt_init)
@@ -447,16 +449,13 @@ def continue_pretraining(
     result = run_lapt_on_ray(
         model_dir=model_dir,
         tokenizer_dir=model_dir,
-        # after-LAPT bits per byte is scored with the same windows as the zero-shot figures
-        settings=config.lapt.model_copy(update={"eval_max_length": config.evaluation.max_length,
-                                                "eval_batch_size": config.evaluation.batch_size}),
+        settings=config.lapt,
         target_files=list(inputs.target_train),
         source_files=list(inputs.source_train),
         eval_documents=held_out,
         output_dir=workdir / "lapt",
         run_name=f"{config.name}-{model_dir.parent.name}",
         storage_path=config.lapt.storage_path or workdir / "ray",
-        seed=config.seed,
         tracking_uri=tracker.tracking_uri,
         mlflow_run_id=run_id,
         energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
@@ -465,10 +464,12 @@ def continue_pretraining(
 
 
 def _adapt_one_method(
-    config, inputs, tracker, run_id, method, source_model, source_tokenizer, target_tokenizer, replacement,
-    held_out, workdir: Path, console, on_metrics=None, helper=None, energy: EnergyLedger | None = None,
+    config, inputs, tracker, run_id, initializer: ConfiguredInitializer, source_model, source_tokenizer,
+    target_tokenizer, replacement, held_out, workdir: Path, console, on_metrics=None, helper=None,
+    energy: EnergyLedger | None = None,
 ) -> MethodOutcome:
     """One method on its child run; its stages' energy is logged there and added to ``energy``, the parent's."""
+    method = initializer.name
     method_energy = EnergyLedger(config.tracking.country_iso_code)
 
     def account(reading: EnergyReading) -> None:
@@ -480,7 +481,7 @@ def _adapt_one_method(
                                 **{f"option.{k}": v for k, v in config.init.options.get(method, {}).items()}})
     started = time.perf_counter()
     with _measure(config, "init") as reading:
-        model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
+        model, record = initialise_method(config, initializer, source_model, source_tokenizer, target_tokenizer,
                                           replacement, inputs, helper)
         initial_dir = workdir / method / "initialised"
         model.save_pretrained(initial_dir)
@@ -497,7 +498,7 @@ def _adapt_one_method(
     if on_metrics is not None:
         on_metrics(method, dict(zero_shot))
     outcome = MethodOutcome(method, run_id, initial_dir, bpb, record=record)
-    if config.lapt.enabled and (config.lapt.max_steps > 0 or config.lapt.max_tokens):
+    if config.lapt.runs:
 
         lapt = continue_pretraining(config, inputs, initial_dir, workdir / method, tracker, run_id, held_out)
         outcome.model_dir = lapt["model_dir"]

@@ -23,7 +23,7 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
     """Resolve inputs, open an MLflow run, train on Ray; returns the ``LaptRunResult``."""
     from vocadapt.platform.ray_train import run_lapt_on_ray
 
-    if not config.lapt.max_steps and not config.lapt.max_tokens:
+    if not config.lapt.has_budget:
         raise UserError("lapt has no budget: set lapt.max_steps or lapt.max_tokens to a positive number")
     if config.tracking.energy:
         check_country(config.tracking.country_iso_code)
@@ -42,7 +42,7 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
             model_dir, model_dir, config.lapt, target_files=list(inputs.target_train),
             source_files=list(inputs.source_train), eval_documents={k: v for k, v in held_out.items() if v},
             output_dir=output or workdir / "lapt", run_name=f"{config.name}-lapt",
-            storage_path=config.lapt.storage_path or (workdir / "ray").resolve(), seed=config.seed,
+            storage_path=config.lapt.storage_path or (workdir / "ray").resolve(),
             tracking_uri=tracker.tracking_uri, mlflow_run_id=run.info.run_id,
             energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
         )

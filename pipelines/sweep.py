@@ -116,19 +116,20 @@ def run_sweep(
 
 
 def check_methods(sweep: SweepConfig) -> None:
-    """Every initialiser a trial could use is registered, before any trial starts."""
-    from vocadapt.components.initializers import get_initializer
-    from vocadapt.platform.sweeps import SINGLE_METHOD_FIELD
+    """Every initialiser a trial could use is registered, with its options and helper, before any trial starts:
+    each candidate trial's methods go through the adapt pipeline's one resolver."""
+    from vocadapt.pipelines.adapt import resolve_methods
+    from vocadapt.platform.sweeps import SINGLE_METHOD_FIELD, trial_experiment
 
-    base = ExperimentConfig.model_validate(sweep.base_tree())
+    base_tree = sweep.base_tree()
     dimension = sweep.search_space.get(SINGLE_METHOD_FIELD)
-    values = dimension.values_to_check() if dimension else [base.init.methods]
-    for value in values:
-        for method in [value] if isinstance(value, str) else value:
-            try:
-                get_initializer(method)
-            except KeyError as error:
-                raise UserError(f"search_space.{SINGLE_METHOD_FIELD}: {error.args[0]}") from error
+    for value in dimension.values_to_check() if dimension else [None]:
+        trial = trial_experiment(base_tree, {SINGLE_METHOD_FIELD: value} if dimension else {})
+        try:
+            resolve_methods(trial)
+        except UserError as error:
+            where = f"search_space.{SINGLE_METHOD_FIELD}" if dimension else "the base experiment"
+            raise UserError(f"{where}: {error}") from error
 
 
 def _check_corpora(base: ExperimentConfig, console: Console) -> tuple[Any, dict[str, Any]]:

@@ -18,10 +18,14 @@ import shutil
 import tempfile
 import time
 from contextlib import nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config_sections import ConfigError, LaptSection
 
 METRIC_PREFIX = "lapt_"
@@ -89,28 +93,40 @@ def init_ray(num_cpus: int = 2) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True)
 
 
-def lapt_section(settings: Any) -> LaptSection:
+def lapt_section(settings: LaptSection | dict) -> LaptSection:
+    """The config's ``lapt`` section as it is, or one validated from a mapping of its fields (unknown keys
+    refused with the nearest valid name)."""
     if isinstance(settings, LaptSection):
         return settings
     try:
-        return LaptSection.model_validate(settings if isinstance(settings, dict) else settings.model_dump())
-    except Exception as error:  # pydantic's message names the field
-        raise ConfigError(f"invalid LAPT settings: {error}") from error
+        return LaptSection.model_validate(settings)
+    except ValidationError as error:
+        raise ConfigError("invalid LAPT settings:\n  " + "\n  ".join(validation_problems(error, "lapt"))) from error
 
 
-def run_lapt_on_ray(
-    model_dir: str | Path, tokenizer_dir: str | Path, settings: Any, *, target_files: list[str | Path],
-    source_files: list[str | Path] | None = None, eval_documents: dict[str, list[str]] | None = None,
-    output_dir: str | Path, run_name: str, storage_path: str | Path | None = None, seed: int = 0,
-    tracking_uri: str | None = None, mlflow_run_id: str | None = None, _fault_injection: dict | None = None,
+@dataclass
+class LaptPlan:
+    """One LAPT run, checked and ready for Ray: what every worker receives (``loop_config``) and where it runs."""
+
+    section: LaptSection
+    loop_config: dict[str, Any]
+    run_name: str
+    storage: Path
+    output_dir: Path
+
+
+def plan_lapt(
+    model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSection | dict, *,
+    target_files: list[str | Path], source_files: list[str | Path] | None = None,
+    eval_documents: dict[str, list[str]] | None = None, output_dir: str | Path, run_name: str,
+    storage_path: str | Path | None = None, tracking_uri: str | None = None, mlflow_run_id: str | None = None,
     energy_country: str | None = None,
-) -> LaptRunResult:
-    """Continue pre-training the model in ``model_dir`` on Ray Train; returns the trained model folder and metrics.
+) -> LaptPlan:
+    """Check the inputs of a LAPT run (files exist, every stream with a share has text) before Ray starts.
 
-    settings: the config's ``lapt`` section (or a mapping of its fields). target_files / source_files: the LAPT
-    text per stream (``settings.train_files`` wins when set; a stream in ``settings.datasets`` reads that Hugging
-    Face dataset instead, each worker loading and streaming its own part). The trained model is written to
-    ``output_dir/model``. ``_fault_injection`` ({rank, step, marker}) kills that worker once, for tests.
+    settings: the config's ``lapt`` section (or a mapping of its fields); its ``seed`` seeds the run. target_files /
+    source_files: the LAPT text per stream (``settings.train_files`` wins when set; a stream in
+    ``settings.datasets`` reads that Hugging Face dataset instead, each worker loading and streaming its own part).
     energy_country: measure the run's energy and CO2 on this grid (ISO alpha-3 code); None measures nothing.
     """
     section = lapt_section(settings)
@@ -122,13 +138,27 @@ def run_lapt_on_ray(
     storage = Path(storage_path or section.storage_path or Path(output_dir) / "ray").resolve()
     loop_config = {
         "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
-        "settings": section.model_dump(mode="json"), "seed": seed, "train_files": files,
-        "eval_documents": eval_documents or {}, "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id,
-        "fault_injection": _fault_injection, "energy_country": energy_country,
+        "settings": section, "train_files": files, "eval_documents": eval_documents or {},
+        "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id, "energy_country": energy_country,
     }
-    _claim_run_name(storage / run_name, loop_config)
-    result = _fit(loop_config, section, run_name, storage)
-    return _collect(result, Path(output_dir))
+    return LaptPlan(section, loop_config, run_name, storage, Path(output_dir))
+
+
+def fit_lapt(train_loop: Callable[[dict], None], plan: LaptPlan) -> LaptRunResult:
+    """Run ``train_loop`` (normally :func:`lapt_worker`) in every Ray Train worker of ``plan``; collect the model."""
+    _claim_run_name(plan.storage / plan.run_name, plan.loop_config)
+    result = _fit(train_loop, plan)
+    return _collect(result, plan.output_dir)
+
+
+def run_lapt_on_ray(model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSection | dict,
+                    **inputs: Any) -> LaptRunResult:
+    """Continue pre-training the model in ``model_dir`` on Ray Train; returns the trained model folder and metrics.
+
+    ``inputs`` are :func:`plan_lapt`'s keywords (the text per stream, where to write, the run name, tracking). The
+    trained model is written to ``output_dir/model``.
+    """
+    return fit_lapt(lapt_worker, plan_lapt(model_dir, tokenizer_dir, settings, **inputs))
 
 
 # Settings a run may change when it is resumed under its name; anything else would resume a different experiment.
@@ -138,10 +168,12 @@ _RESUMABLE_CHANGES = {"eval_every", "log_every", "checkpoint_every", "max_failur
 
 def _claim_run_name(run_folder: Path, loop_config: dict) -> None:
     """Record what a run name trains; a rerun under the name with other inputs is refused, not silently resumed."""
+    settings = loop_config["settings"]
+    settings = settings.model_dump(mode="json") if isinstance(settings, LaptSection) else settings
     identity = {
         "model_dir": loop_config["model_dir"], "tokenizer_dir": loop_config["tokenizer_dir"],
-        "seed": loop_config["seed"], "train_files": loop_config["train_files"],
-        "settings": {k: v for k, v in loop_config["settings"].items() if k not in _RESUMABLE_CHANGES},
+        "train_files": loop_config["train_files"],
+        "settings": {k: v for k, v in settings.items() if k not in _RESUMABLE_CHANGES},
     }
     record = run_folder / "vocadapt_lapt_run.json"
     if record.is_file():
@@ -176,21 +208,22 @@ def _check_sources(files: dict[str, list[str]], datasets: dict, mixing: dict[str
                 raise ConfigError(f"lapt.datasets.{stream}.data_files: {path} does not exist; fix the path")
 
 
-def _fit(loop_config: dict, section: LaptSection, run_name: str, storage: Path):
+def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
+    section, run_name = plan.section, plan.run_name
     init_ray(num_cpus=max(2, section.num_workers * section.cpus_per_worker))
     passed_env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "VOCADAPT_"))}
     trainer = TorchTrainer(
-        _lapt_worker,
-        train_loop_config=loop_config,
+        train_loop,
+        train_loop_config=plan.loop_config,
         torch_config=TorchConfig(backend="nccl" if section.use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=section.num_workers, use_gpu=section.use_gpu,
                                      resources_per_worker={"CPU": section.cpus_per_worker,
                                                            **({"GPU": 1} if section.use_gpu else {})}),
         run_config=RunConfig(
-            name=run_name, storage_path=str(storage),
+            name=run_name, storage_path=str(plan.storage),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
             failure_config=FailureConfig(max_failures=section.max_failures),
             worker_runtime_env={"env_vars": passed_env},
@@ -222,7 +255,7 @@ def _collect(result, output_dir: Path) -> LaptRunResult:
     )
 
 
-def _lapt_worker(config: dict) -> None:
+def lapt_worker(config: dict) -> None:
     """One Ray Train worker: load, train (resuming from Ray's latest checkpoint), report the final model."""
     os.environ.pop("MLFLOW_RUN_ID", None)  # `mlflow run` sets it in the driver; the worker must not inherit a run
     import ray.train
@@ -230,18 +263,18 @@ def _lapt_worker(config: dict) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from vocadapt.components import training
     from vocadapt.components.metric_logging import NullLogger
-    from vocadapt.components.training import LaptData, LaptSettings, train_lapt
 
+    settings: LaptSection = config["settings"]  # validated once, in the driver; the loop reads it as it is
     rank = ray.train.get_context().get_world_rank()
     energy = _node_energy_meter(config)
-    if not config["settings"]["use_gpu"]:
-        torch.set_num_threads(config["settings"]["cpus_per_worker"])  # as many threads as reserved CPUs
-    settings = LaptSettings.from_any(config["settings"], seed=config["seed"])
+    if not settings.use_gpu:
+        torch.set_num_threads(settings.cpus_per_worker)  # as many threads as reserved CPUs
     tokenizer = AutoTokenizer.from_pretrained(config["tokenizer_dir"])
     model = AutoModelForCausalLM.from_pretrained(config["model_dir"], dtype=torch.float32)
     model.to(ray.train.torch.get_device())
-    data = LaptData.from_sources(config["train_files"], config["settings"].get("datasets"))
+    data = training.LaptData.from_sources(config["train_files"], settings.datasets)
     logger = NullLogger()
     if rank == 0 and config["tracking_uri"] and config["mlflow_run_id"]:
         logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])
@@ -250,12 +283,11 @@ def _lapt_worker(config: dict) -> None:
         if resume_dir and (Path(resume_dir) / "final.json").is_file():
             energy.stop()  # the finished run's final.json keeps the energy that run took
             return _report_again(Path(resume_dir), rank)  # a finished run rerun under its name
-        result = train_lapt(
+        result = training.train_lapt(
             model, tokenizer, data, settings, logger, checkpoint_hook=_report_checkpoint,
             resume_state=resume_dir, eval_documents=config["eval_documents"],
-            engine_factory=_engine_factory(config["settings"], settings),
-            step_hook=_step_hook(rank, settings.total_steps(ray.train.get_context().get_world_size()),
-                                 config["fault_injection"]),
+            engine_factory=_engine_factory(settings),
+            step_hook=_progress_bar(rank, settings.total_steps(ray.train.get_context().get_world_size())),
         )
     _report_final(result, tokenizer, rank, _energy_over_nodes(config, energy))
 
@@ -293,16 +325,16 @@ def _energy_over_nodes(config: dict, meter) -> dict[str, Any]:
     return summed.as_dict() if summed.mode else {}
 
 
-def _engine_factory(section: dict, settings):
-    if not section["deepspeed"]["enabled"]:
+def _engine_factory(settings: LaptSection):
+    if not settings.deepspeed.enabled:
         return None
     from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
 
-    return deepspeed_engine_factory(section["deepspeed"], settings)
+    return deepspeed_engine_factory(settings.deepspeed, settings)
 
 
-def _step_hook(rank: int, total_steps: int, fault: dict | None):
-    """Rank 0 shows progress; a test may kill one worker once at a given step (the marker file makes it once)."""
+def _progress_bar(rank: int, total_steps: int):
+    """Rank 0 shows progress after every optimizer step."""
     from tqdm import tqdm
 
     bar = tqdm(total=total_steps, desc="LAPT", unit="step", disable=rank != 0)
@@ -310,9 +342,6 @@ def _step_hook(rank: int, total_steps: int, fault: dict | None):
     def hook(step: int, metrics: dict) -> None:
         bar.n = step
         bar.set_postfix(loss=f"{metrics['loss']:.3f}", refresh=True)
-        if fault and rank == fault["rank"] and step == fault["step"] and not Path(fault["marker"]).exists():
-            Path(fault["marker"]).write_text(str(os.getpid()), encoding="utf-8")
-            os.kill(os.getpid(), 9)
 
     return hook
 

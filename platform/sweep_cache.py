@@ -147,12 +147,10 @@ class ArtefactCache:
         return json.loads((entry / "expectations.json").read_text(encoding="utf-8"))
 
     def helper(self, config: ExperimentConfig, inputs, adapted_tokenizer_sha256: str, build: Callable[[], Any]):
-        """The helper ``build()`` makes, from the entry when it is a trained (fastText) one that a method uses."""
-        from vocadapt.components.initializers import get_initializer
-
+        """The helper ``build()`` makes, from the entry when it is a trained (fastText) one. The run asks only when
+        one of its methods uses a helper."""
         spec = (config.init.helper or "").strip()
-        needed = any(get_initializer(method).needs_helper for method in config.init.methods)
-        if not needed or not (spec == "fasttext" or spec.startswith("fasttext:")):
+        if not (spec == "fasttext" or spec.startswith("fasttext:")):
             return build()  # none, or one that is read (a model, a vectors file) rather than trained
         from safetensors.torch import load_file, save_file
 

@@ -22,7 +22,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
-from vocadapt.platform.config import ConfigError, ExperimentConfig, apply_override, read_yaml_mapping
+from vocadapt.components.typed_settings import validation_problems
+from vocadapt.platform.config import ConfigError, ExperimentConfig, apply_override, read_yaml_mapping, set_dotted
 from vocadapt.platform.config_sections import Section
 from vocadapt.platform.registry import PromotionGates
 from vocadapt.platform.sweep_cache import CACHE_FOLDER
@@ -115,24 +116,19 @@ class SweepConfig(Section):
         return Path(self.storage_path).resolve()
 
 
-def set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``a.b.c`` in a nested mapping; ``init.methods`` given one method name becomes a one-item list."""
+def set_trial_value(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set one search-space field of an experiment tree; ``init.methods`` given one method name becomes a one-item
+    list. An unknown field is refused with the nearest valid name."""
     if dotted == SINGLE_METHOD_FIELD and isinstance(value, str):
         value = [value]
-    *sections, last = dotted.split(".")
-    node = tree
-    for key in sections:
-        node = node.setdefault(key, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"search_space.{dotted}: {key!r} is not a section of the experiment config")
-    node[last] = value
+    set_dotted(tree, dotted, value, ExperimentConfig, where="search_space.")
 
 
 def trial_experiment(base_tree: dict[str, Any], assignments: dict[str, Any]) -> ExperimentConfig:
     """The experiment config of one trial: the base with the trial's values set, validated."""
     tree = copy.deepcopy(base_tree)
     for dotted, value in assignments.items():
-        set_dotted(tree, dotted, value)
+        set_trial_value(tree, dotted, value)
     return ExperimentConfig.model_validate(tree)
 
 
@@ -146,13 +142,14 @@ def validate_sweep(sweep: SweepConfig) -> list[dict[str, Any]]:
     try:
         ExperimentConfig.model_validate(base)
     except ValidationError as error:
-        raise ConfigError(f"sweep {sweep.name}: the base experiment is invalid: {error}") from error
+        problems = "\n  ".join(validation_problems(error))
+        raise ConfigError(f"sweep {sweep.name}: the base experiment is invalid:\n  {problems}") from error
     for dotted, dimension in sweep.search_space.items():
         for value in dimension.values_to_check():
             try:
                 trial_experiment(base, {dotted: value})
             except ValidationError as error:
-                problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+                problem = "; ".join(validation_problems(error))
                 raise ConfigError(
                     f"search_space.{dotted}: value {value!r} does not make a valid experiment ({problem}); "
                     f"fix the value or the field name (see `vocadapt config --schema`)"
@@ -166,12 +163,11 @@ def load_sweep_config(path: str | Path, overrides: list[str] | tuple[str, ...] =
     path = Path(path)
     tree = read_yaml_mapping(path, "sweep config", "configs/sweeps/italian-smollm2.yaml")
     for assignment in overrides:
-        apply_override(tree, assignment)
+        apply_override(tree, assignment, SweepConfig)
     try:
         sweep = SweepConfig.model_validate(tree)
     except ValidationError as error:
-        lines = [f"invalid sweep config {path}:"]
-        lines += [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()]
+        lines = [f"invalid sweep config {path}:", *(f"  {line}" for line in validation_problems(error))]
         raise ConfigError("\n".join(lines)) from error
     sweep._folder = path.resolve().parent
     validate_sweep(sweep)

@@ -45,19 +45,28 @@ def register(app: typer.Typer) -> None:
         import os
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from vocadapt.components.initializers import get_initializer
+        from vocadapt.components.initializers import MissingHelperError, configure_initializer
         from vocadapt.components.surgery import adapt_checkpoint
 
         with user_errors(ValueError, KeyError, FileNotFoundError):
-            get_initializer(method)
+            try:
+                configured = configure_initializer(method, _parse_options(option))  # looked up and checked once
+            except KeyError as error:
+                raise UserError(f"--method: {error.args[0]}") from error
+            except ValueError as error:
+                raise UserError(f"--option: {error}") from error
             for path, what in ((source_model, "--source-model"), (target_tokenizer, "--target-tokenizer"), *[(c, "--corpus") for c in corpus]):
                 if not path.exists():
                     raise UserError(f"{what} {path} does not exist; give an existing path")
             if mode not in ("replace", "expand"):
                 raise UserError(f"--mode must be 'replace' or 'expand', got {mode!r}")
-            record = adapt_checkpoint(
-                source_model, target_tokenizer, out, method, mode=mode, options=_parse_options(option), seed=seed,
-                helper=helper, corpus_files=[str(path) for path in corpus], target_vocab_rows=target_vocab_rows,
-                extra_heads=extra_heads, overwrite=overwrite,
-            )
+            try:
+                record = adapt_checkpoint(
+                    source_model, target_tokenizer, out, configured, mode=mode, seed=seed, helper=helper,
+                    corpus_files=[str(path) for path in corpus], target_vocab_rows=target_vocab_rows,
+                    extra_heads=extra_heads, overwrite=overwrite,
+                )
+            except MissingHelperError as error:
+                raise UserError(f"{error}: pass --helper fasttext (trained on --corpus), --helper model:DIR (a "
+                                "model using the target tokenizer) or --helper vectors:FILE.vec") from error
         typer.echo(json.dumps(record, indent=2, sort_keys=True))

@@ -7,11 +7,14 @@ A method is ``components/initializers/<name>.py`` holding::
         '''Returns (len(problem.new_target_ids), hidden) rows for the tokens to initialise.'''
 
 Its keyword-only parameters, with their defaults, are the options a config may set (``init.options.<name>``); the
-registry reads them from the signature and rejects unknown ones before any work.
+registry reads them from the signature and rejects unknown ones before any work. A run resolves each method once
+(:func:`configure_initializer`) and hands the :class:`ConfiguredInitializer` down; the registry also answers which
+methods need a helper and which helpers each accepts.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import pkgutil
@@ -19,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import torch
+
+from vocadapt.components.typed_settings import unknown_field_message
 
 
 @dataclass
@@ -69,11 +74,52 @@ class Initializer:
         }
 
     def check_options(self, options: dict[str, Any]) -> None:
-        unknown = set(options) - set(self.options)
+        """Unknown options are refused, each with the nearest option the method has."""
+        unknown = sorted(set(options) - set(self.options))
         if unknown:
-            raise ValueError(
-                f"initialiser {self.name!r} has no option(s) {sorted(unknown)}; it accepts {sorted(self.options)}"
-            )
+            hints = "; ".join(unknown_field_message(name, self.options) for name in unknown)
+            raise ValueError(f"initialiser {self.name!r} has no option(s) {unknown} ({hints}); "
+                             f"it accepts {sorted(self.options) or 'none'}")
+
+    def configure(self, options: dict[str, Any] | None = None, *, requested_as: str | None = None
+                  ) -> ConfiguredInitializer:
+        """This method with ``options``, checked once here."""
+        self.check_options(options or {})
+        return ConfiguredInitializer(self, dict(options or {}), requested_as or self.name)
+
+
+class MissingHelperError(ValueError):
+    """A method that needs a helper was given none; the message names the helpers it accepts and the methods that
+    need none (the command line or the pipeline adds how to give one: a flag, a config field)."""
+
+    def __init__(self, initializer: Initializer) -> None:
+        self.initializer = initializer
+        accepted = ", ".join(initializer.helpers) or "a helper"
+        super().__init__(
+            f"initialiser {initializer.name!r} needs a helper ({accepted}) and none was given; give one, or choose "
+            f"a method without a helper: {', '.join(available_initializers(needs_helper=False))}"
+        )
+
+
+@dataclass(frozen=True)
+class ConfiguredInitializer:
+    """An initialiser resolved from the registry once, with its options checked once; what surgery runs."""
+
+    initializer: Initializer
+    options: dict[str, Any]
+    name: str  # as the caller asked for it (an alias stays an alias in the records)
+
+    @property
+    def needs_helper(self) -> bool:
+        return self.initializer.needs_helper
+
+    def check_helper(self, helper: Any) -> None:
+        """MissingHelperError when the method needs a helper and ``helper`` is None."""
+        if self.needs_helper and helper is None:
+            raise MissingHelperError(self.initializer)
+
+    def __call__(self, problem: InitProblem) -> torch.Tensor:
+        return self.initializer.function(problem, **self.options)
 
 
 _REGISTRY: dict[str, Initializer] = {}
@@ -110,16 +156,29 @@ def _discover() -> None:
     _DISCOVERED = True
 
 
-def available_initializers() -> list[str]:
-    """Primary names of every registered method, sorted."""
+def available_initializers(*, needs_helper: bool | None = None) -> list[str]:
+    """Primary names of every registered method, sorted; ``needs_helper`` keeps those that do (True) or don't."""
     _discover()
-    return sorted({entry.name for entry in _REGISTRY.values()})
+    return sorted({entry.name for entry in _REGISTRY.values()
+                   if needs_helper is None or entry.needs_helper == needs_helper})
 
 
 def get_initializer(name: str) -> Initializer:
     _discover()
     if name not in _REGISTRY:
-        raise KeyError(
-            f"unknown initialiser {name!r}; choose one of {', '.join(available_initializers())}"
-        )
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise KeyError(f"unknown initialiser {name!r}; {hint}choose one of {', '.join(available_initializers())}")
     return _REGISTRY[name]
+
+
+def configure_initializer(method: str | ConfiguredInitializer, options: dict[str, Any] | None = None
+                          ) -> ConfiguredInitializer:
+    """The method looked up once and its options checked once (a ConfiguredInitializer is returned as it is).
+
+    KeyError for an unknown name, ValueError for an unknown option; both name the nearest valid one."""
+    if isinstance(method, ConfiguredInitializer):
+        if options:
+            raise ValueError(f"initialiser {method.name!r} is already configured; give its options there")
+        return method
+    return get_initializer(method).configure(options, requested_as=method)

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from vocadapt.components.initializers import InitProblem
+from vocadapt.components.initializers import InitProblem, MissingHelperError, get_initializer
 
 # Rows of the (new x overlap) similarity matrix handled at once: 2,048 x 20,000 float32 is 160 MB, which keeps
 # FOCUS, CLP and SALT inside the 4 GB budget of the 8B benchmark.
@@ -47,14 +47,10 @@ def gaussian_rows(source_matrix: torch.Tensor, count: int, generator: torch.Gene
     return rows.mul_(std).add_(mean)  # in place: no second (count, hidden) buffer
 
 
-def require_helper(problem: InitProblem, method: str, accepted: tuple[str, ...]) -> Any:
-    """The helper of ``problem``, or a ValueError naming the helpers ``method`` accepts."""
+def require_helper(problem: InitProblem, method: str) -> Any:
+    """The helper of ``problem``, or a MissingHelperError naming the helpers ``method`` accepts."""
     if problem.helper is None:
-        raise ValueError(
-            f"initialiser {method!r} needs a helper and none was given; set init.helper (--helper) to one of "
-            f"{', '.join(accepted)} (e.g. 'fasttext' trains one on the corpus), or choose a method without a "
-            "helper: random, multivariate, random_token, fvt, merge, align"
-        )
+        raise MissingHelperError(get_initializer(method))
     return problem.helper
 
 
@@ -156,14 +152,14 @@ def ids_key(ids: torch.Tensor) -> tuple[int, ...]:
 
 
 def helper_anchors(
-    problem: InitProblem, method: str, accepted: tuple[str, ...]
+    problem: InitProblem, method: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """What the similarity methods (clp, focus, salt) share: the helper's vectors of the overlapping tokens that
     have one, their source rows, and the helper's vectors of the new tokens.
 
     Returns anchors (A, h_helper), anchor_rows (A, hidden) float, queries (N, h_helper) and has_vector (N,) bool.
     """
-    helper = require_helper(problem, method, accepted)
+    helper = require_helper(problem, method)
     overlap_targets, overlap_sources = overlap_pairs(problem)
     anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
     if not bool(anchor_known.any()):

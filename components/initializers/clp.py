@@ -37,7 +37,7 @@ def clp(problem: InitProblem, *, top_k: int = 0) -> torch.Tensor:
     top_k: keep only the k most similar shared tokens per new token (0: all of them, as in the paper).
     A new token without a helper vector gets a random row from N(mu, sigma^2).
     """
-    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "clp", HELPERS)
+    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "clp")
     rows = chunked_similarity_mix(
         queries, anchors, anchor_rows, lambda similarity: clp_weights(similarity, top_k)
     )

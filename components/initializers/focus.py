@@ -36,7 +36,7 @@ def focus(problem: InitProblem, *, temperature: float = 0.1) -> torch.Tensor:
     """
     if temperature <= 0:
         raise ValueError(f"focus temperature must be positive, got {temperature}")
-    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "focus", HELPERS)
+    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "focus")
     rows = chunked_similarity_mix(
         queries, anchors, anchor_rows, lambda similarity: focus_sparse_weights(similarity, temperature),
         sparse=True,

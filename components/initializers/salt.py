@@ -99,7 +99,7 @@ def salt(
         raise ValueError(
             "salt needs temperature > 0, max_neighbours >= 1, min_neighbours >= 1, ridge >= 0 and intercept >= 0"
         )
-    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "salt", HELPERS)
+    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "salt")
     intercept_value = float(intercept * anchors.double().pow(2).sum(1).mean().sqrt()) if intercept else 0.0
     rows = torch.empty(len(queries), problem.source_matrix.shape[1], dtype=torch.float32)
     enough = has_vector.clone()

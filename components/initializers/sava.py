@@ -81,7 +81,7 @@ def sava(
     """
     if solver not in ("lstsq", "sgd") or normalise not in ("paired", "independent"):
         raise ValueError(f"sava needs solver 'lstsq'|'sgd' and normalise 'paired'|'independent', got {solver!r}, {normalise!r}")
-    helper = require_helper(problem, "sava", HELPERS)
+    helper = require_helper(problem, "sava")
     overlap_targets, overlap_sources = overlap_pairs(problem)
     anchor_vectors, anchor_known = helper_rows(helper, overlap_targets)
     if int(anchor_known.sum()) < 2:

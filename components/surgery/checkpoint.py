@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from vocadapt.components.surgery import safetensors_files as files
-from vocadapt.components.surgery.matrices import adapt_matrix, check_method
+from vocadapt.components.initializers import ConfiguredInitializer, configure_initializer
+from vocadapt.components.surgery.matrices import adapt_matrix
 from vocadapt.components.surgery.plan import plan_vocabulary
 
 NEW_SHARD = "model-vocadapt-embeddings.safetensors"
@@ -121,7 +122,7 @@ def adapt_checkpoint(
     source_dir: str | Path,
     target_tokenizer_dir: str | Path,
     out_dir: str | Path,
-    method: str,
+    method: str | ConfiguredInitializer,
     *,
     mode: str = "replace",
     options: dict[str, Any] | None = None,
@@ -145,7 +146,9 @@ def adapt_checkpoint(
     from transformers import AutoTokenizer
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
-    check_method(method, options, helper)
+    method = configure_initializer(method, options)
+    if not isinstance(helper, str):
+        method.check_helper(helper)  # before any work; a spec string is checked once it is resolved below
     if out_dir.exists() and not overwrite:
         raise ValueError(f"{out_dir} already exists; choose another --out or pass overwrite=True")
     weight_map = files.weight_map(source_dir)
@@ -158,20 +161,20 @@ def adapt_checkpoint(
         from vocadapt.components.helpers import resolve_helper
 
         helper = resolve_helper(helper, target_tokenizer=target_tokenizer, corpus_files=corpus_files, seed=seed)
-        check_method(method, options, helper)
+        method.check_helper(helper)  # "none" resolves to no helper
     source_rows = files.read_header(source_dir / weight_map[input_name])[0][input_name]["shape"][0]
     plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, mode=mode,
                            target_vocab_rows=target_vocab_rows)
     roles = [("input", input_name)] + ([("output", head_name)] if head_name and head_name != input_name else [])
     started = time.perf_counter()
     new_tensors, seconds = _adapt_tensors(source_dir, weight_map, roles, plan, method, dict(
-        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, options=options, seed=seed,
-        helper=helper, corpus_files=corpus_files,
+        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
+        corpus_files=corpus_files,
     ))
     for index in range(extra_heads):
         new_tensors[EXTRA_HEAD_NAME.format(index=index)] = new_tensors[roles[-1][1]].clone()
     record = {
-        "method": method, "mode": mode, "options": dict(options or {}), "seed": seed, **plan.record(),
+        "method": method.name, "mode": mode, "options": dict(method.options), "seed": seed, **plan.record(),
         "tied": len(roles) == 1, "tensors": {role: name for role, name in roles}, "extra_heads": extra_heads,
         "helper": helper.record() if hasattr(helper, "record") else None,
         "source_model": str(source_dir), "target_tokenizer": str(target_tokenizer_dir),

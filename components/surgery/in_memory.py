@@ -6,7 +6,8 @@ from typing import Any
 
 import torch
 
-from vocadapt.components.surgery.matrices import adapt_matrix, check_method
+from vocadapt.components.initializers import ConfiguredInitializer, configure_initializer
+from vocadapt.components.surgery.matrices import adapt_matrix
 from vocadapt.components.surgery.plan import VocabularyPlan, plan_vocabulary
 
 SPECIAL_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
@@ -43,7 +44,7 @@ def adapt_embeddings(
     target_tokenizer: Any,
     target_to_source: dict[int, int] | None = None,
     new_target_ids: Any = None,
-    method: str,
+    method: str | ConfiguredInitializer,
     mode: str = "replace",
     options: dict[str, Any] | None = None,
     seed: int = 0,
@@ -55,12 +56,15 @@ def adapt_embeddings(
 
     target_to_source / new_target_ids: the overlap and the ids to initialise; computed from the tokenizers when
         None (canonical overlap for "replace"; identity on source ids for "expand").
+    method: a method name (looked up here, with ``options``) or one the caller configured once
+        (``configure_initializer``), options included.
     Shared rows are copied exactly, special tokens keep their source rows (matched by role), padding rows are kept
     in expansion, and ``config.vocab_size`` and the bos/eos/pad ids follow the target tokenizer.
     Returns the same model, modified in place; what was done is in ``model.config.vocadapt_init`` (a dict: method,
     mode, overlap counts, helper, seconds), which ``save_pretrained`` writes into config.json.
     """
-    check_method(method, options, helper)
+    method = configure_initializer(method, options)
+    method.check_helper(helper)
     embeddings = model.get_input_embeddings()
     head = model.get_output_embeddings()
     tied = heads_are_tied(model)
@@ -69,8 +73,8 @@ def adapt_embeddings(
         target_to_source=target_to_source, new_target_ids=new_target_ids, target_vocab_rows=target_vocab_rows,
     )
     shared = dict(
-        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, options=options, seed=seed,
-        helper=helper, corpus_files=corpus_files,
+        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
+        corpus_files=corpus_files,
     )
     seconds = {}
     with torch.no_grad():
@@ -92,7 +96,7 @@ def adapt_embeddings(
         for field in SPECIAL_ID_FIELDS:
             setattr(generation, field, getattr(target_tokenizer, field, None))
     model.config.vocadapt_init = {
-        "method": method, "options": dict(options or {}), "seed": seed, "tied": tied, **plan.record(),
+        "method": method.name, "options": dict(method.options), "seed": seed, "tied": tied, **plan.record(),
         "helper": helper.record() if hasattr(helper, "record") else (None if helper is None else str(helper)),
         "seconds": {role: round(value, 3) for role, value in seconds.items()},
     }

@@ -10,42 +10,27 @@ from typing import Any
 
 import torch
 
-from vocadapt.components.initializers import InitProblem, get_initializer
+from vocadapt.components.initializers import ConfiguredInitializer, InitProblem
 from vocadapt.components.surgery.plan import VocabularyPlan
-
-
-def check_method(method: str, options: dict[str, Any] | None, helper: Any) -> None:
-    """Fail before any work: unknown method, unknown option, or a helper-needing method without a helper."""
-    entry = get_initializer(method)
-    entry.check_options(options or {})
-    if entry.needs_helper and helper is None:
-        accepted = ", ".join(entry.helpers) or "a helper"
-        raise ValueError(
-            f"initialiser {method!r} needs a helper ({accepted}) and none was given; pass --helper fasttext "
-            "(trained on the corpus), --helper model:DIR (a model using the target tokenizer) or --helper "
-            "vectors:FILE.vec, or choose a method without a helper (random, multivariate, random_token, fvt, "
-            "merge, align)"
-        )
 
 
 def initialise_rows(
     source_matrix: torch.Tensor,
     plan: VocabularyPlan,
-    method: str,
+    method: ConfiguredInitializer,
     *,
     role: str,
     source_tokenizer: Any,
     target_tokenizer: Any,
-    options: dict[str, Any] | None = None,
     seed: int = 0,
     helper: Any = None,
     corpus_files: list[str] | tuple[str, ...] = (),
 ) -> torch.Tensor:
     """(N, hidden) float32 rows for ``plan.new_target_ids``, checked for shape and finiteness.
 
-    Each role gets a generator seeded with ``seed``, so a tied and an untied model draw the same random choices.
+    method: resolved once by the caller (``configure_initializer``), options checked. Each role gets a generator
+    seeded with ``seed``, so a tied and an untied model draw the same random choices.
     """
-    entry = get_initializer(method)
     problem = InitProblem(
         source_matrix=source_matrix if source_matrix.dtype == torch.float32 else source_matrix.float(),
         new_target_ids=plan.new_target_ids,
@@ -57,12 +42,12 @@ def initialise_rows(
         helper=helper,
         corpus_files=[str(file) for file in corpus_files],
     )
-    rows = entry.function(problem, **(options or {}))
+    rows = method(problem)
     expected = (len(plan.new_target_ids), source_matrix.shape[1])
     if tuple(rows.shape) != expected:
-        raise RuntimeError(f"initialiser {method!r} returned {tuple(rows.shape)} rows for {role}, expected {expected}")
+        raise RuntimeError(f"initialiser {method.name!r} returned {tuple(rows.shape)} rows for {role}, expected {expected}")
     if not bool(torch.isfinite(rows).all()):
-        raise RuntimeError(f"initialiser {method!r} produced non-finite values for {role}")
+        raise RuntimeError(f"initialiser {method.name!r} produced non-finite values for {role}")
     return rows
 
 
@@ -90,7 +75,7 @@ def assemble_matrix(
 
 
 def adapt_matrix(
-    source_matrix: torch.Tensor, plan: VocabularyPlan, method: str, *, dtype: torch.dtype | None = None, **kwargs: Any
+    source_matrix: torch.Tensor, plan: VocabularyPlan, method: ConfiguredInitializer, *, dtype: torch.dtype | None = None, **kwargs: Any
 ) -> tuple[torch.Tensor, float]:
     """The adapted (plan.rows, hidden) matrix (in ``dtype``, default the source's) and the seconds the method took."""
     started = time.perf_counter()

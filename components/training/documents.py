@@ -21,30 +21,44 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict, Field
+
+from vocadapt.components.typed_settings import StrictSettings
 
 
-@dataclass(frozen=True)
-class DatasetSource:
+class DatasetSource(StrictSettings):
     """A Hugging Face dataset as a LAPT stream, e.g. ``DatasetSource("uonlp/CulturaX", "it", streaming=True)``.
 
-    dataset: a hub id, a builder with local ``data_files`` (``"json"``, ``"parquet"``, ``"text"``) or a folder
-    written by ``save_to_disk``."""
+    The config's ``lapt.datasets.<stream>`` is this model; unknown keys are refused with the nearest valid name."""
 
-    dataset: str
-    config: str | None = None
-    split: str = "train"
-    text_field: str = "text"
-    streaming: bool = False
-    data_files: tuple[str, ...] | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: str = Field(
+        ..., description="Hugging Face dataset id (e.g. 'uonlp/CulturaX'), a builder reading local data_files "
+        "('json', 'parquet', 'text'), or a folder written by datasets' save_to_disk."
+    )
+    config: str | None = Field(None, description="Dataset configuration (CulturaX: the language code, e.g. 'it').")
+    split: str = Field("train", description="Split to read.")
+    text_field: str = Field("text", description="Field holding each document's text.")
+    streaming: bool = Field(
+        False, description="Stream instead of downloading it all: read in the dataset's order, split per worker, "
+        "resumed from the dataset's own state after a restart."
+    )
+    data_files: tuple[str, ...] | None = Field(
+        None, description="Local files for a 'json', 'parquet' or 'text' builder."
+    )
+
+    def __init__(self, dataset: str | None = None, config: str | None = None, split: str = "train",
+                 text_field: str = "text", streaming: bool = False, **values: Any) -> None:
+        """Positional arguments in field order, as for a dataclass; keywords are validated like a config's."""
+        if dataset is not None:
+            values["dataset"] = dataset
+        super().__init__(config=config, split=split, text_field=text_field, streaming=streaming, **values)
 
     @classmethod
-    def from_any(cls, source: DatasetSource | dict | Any) -> DatasetSource:
-        if isinstance(source, cls):
-            return source
-        values = source.model_dump() if hasattr(source, "model_dump") else dict(source)
-        if values.get("data_files") is not None:
-            values["data_files"] = tuple(str(f) for f in values["data_files"])
-        return cls(**values)
+    def from_any(cls, source: DatasetSource | dict) -> DatasetSource:
+        """The source itself, or one validated from a mapping of its fields (unknown keys refused)."""
+        return source if isinstance(source, cls) else cls.model_validate(source)
 
 
 class DatasetColumn(Sequence):

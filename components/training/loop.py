@@ -67,19 +67,21 @@ class _Run:
     trainable: dict = field(default_factory=dict)
 
 
-def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings, logger: MetricLogger | None = None, *,
+def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettings | dict, logger: MetricLogger | None = None, *,
                checkpoint_hook: CheckpointHook | None = None, resume_state: str | Path | None = None,
                eval_documents: dict[str, list[str]] | None = None,
                engine_factory: EngineFactory | None = None,
                step_hook: Callable[[int, dict], None] | None = None) -> LaptResult:
     """Continue pre-training ``model`` on the mixed, packed ``data``; see the package docstring for the rest.
 
-    settings: LaptSettings, the config's ``lapt`` section, or a mapping. checkpoint_hook(step, write, metrics) is
+    settings: LaptSettings (the config's ``lapt`` section is one), or a mapping of its fields, validated (unknown
+    keys refused). checkpoint_hook(step, write, metrics) is
     called every ``checkpoint_every`` steps; ``write(directory)`` saves weights, optimizer, scheduler, data position
     and RNG there. resume_state: a directory ``write`` filled; training continues after its step.
     step_hook(step, metrics) runs on every rank after every optimizer step (progress bars, fault injection).
     """
-    settings = LaptSettings.from_any(settings)
+    if not isinstance(settings, LaptSettings):
+        settings = LaptSettings.model_validate(settings)
     rank, world_size = _topology()
     torch.manual_seed(settings.seed)  # LoRA initialisation is random; every rank must draw the same
     lm = add_lora(model, settings) if uses_lora(settings) else model

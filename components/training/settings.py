@@ -1,49 +1,122 @@
-"""The typed settings of one LAPT run, as the training loop reads them.
+"""The typed settings of one LAPT run: the one definition of every field the training loop reads.
 
-The platform's ``LaptSection`` (``platform/config_sections.py``) carries the same field names plus the edge-only
-ones (workers, DeepSpeed, storage); :meth:`LaptSettings.from_any` takes either and keeps the fields the loop needs.
+The platform's ``LaptSection`` (``platform/config_sections.py``) is this model plus the edge-only fields (files and
+datasets, Ray workers, DeepSpeed, storage); it is validated once, in the config, and the same object reaches the
+Ray workers and :func:`~vocadapt.components.training.train_lapt`. Unknown keys are refused with the nearest valid
+name (:class:`~vocadapt.components.typed_settings.StrictSettings`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-STRATEGIES = ("full", "lora", "two-stage", "2x2-ls")
-OBJECTIVES = ("clm", "mtp")
+from pydantic import Field, field_validator, model_validator
+
+from vocadapt.components.typed_settings import StrictSettings
+
+Strategy = Literal["full", "lora", "two-stage", "2x2-ls"]
+Objective = Literal["clm", "mtp"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
+STREAMS = ("target", "source")
 
 
-@dataclass
-class LaptSettings:
-    strategy: str = "full"  # full | lora | two-stage | 2x2-ls ("0.01GB" §5, "Design choices" §3.2)
-    objective: str = "clm"  # clm | mtp (one extra head initialised from the LM head)
-    max_steps: int | None = 20  # optimizer steps; with max_tokens, whichever ends first
-    max_tokens: int | None = None  # real tokens over all workers
-    batch_size: int = 4  # packed sequences per micro-batch per worker
-    grad_accumulation_steps: int = 1
-    sequence_length: int = 128
-    learning_rate: float = 2e-4
-    warmup_steps: int = 2
-    schedule: str = "cosine"  # cosine | constant, after linear warm-up
-    min_lr_ratio: float = 0.1  # cosine ends at learning_rate x this
-    weight_decay: float = 0.0
-    max_grad_norm: float | None = 1.0
-    mixing: dict[str, float] = field(default_factory=lambda: {"target": 0.75, "source": 0.25})
-    stage_one_steps: int | None = None  # two-stage: embeddings-and-head steps (None: a tenth of the run, >= 1)
-    stage_one_learning_rate: float = 1e-3  # two-stage: "Design choices" §3.2 warms embeddings up at 1e-3
-    second_stage: str = "full"  # two-stage: full | lora
-    lora_rank: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
-    log_every: int = 1
-    eval_every: int = 0  # 0: evaluate only at the end
-    eval_max_length: int = 256
-    eval_batch_size: int = 8
-    checkpoint_every: int = 0  # 0: no checkpoints
-    seed: int = 0
-    peak_flops: float | None = None  # per device; None: detected (H100 dense bf16 989e12), unknown on CPU
-    compile: bool | str = False  # torch.compile each decoder layer: True (inductor) or a backend name
+class LaptSettings(StrictSettings):
+    """What one LAPT run trains and how; the loop reads nothing else."""
+
+    strategy: Strategy = Field(
+        "full",
+        description="Which parameters train: 'full' all; 'lora' LoRA on every linear layer plus embeddings and "
+        "head; 'two-stage' embeddings and head first, then `second_stage`; '2x2-ls' the bottom two and top two "
+        "layers plus embeddings and head ('0.01GB' §5).",
+    )
+    objective: Objective = Field(
+        "clm", description="'clm' next-token loss; 'mtp' adds one extra head, initialised from the LM head, that "
+        "predicts the token after next ('0.01GB' §5)."
+    )
+    max_steps: int | None = Field(
+        20, ge=0, description="Optimizer steps; with max_tokens, whichever ends first (0 and no max_tokens: no LAPT)."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, description="Token budget over all workers (real tokens); with max_steps, whichever ends first."
+    )
+    batch_size: int = Field(4, ge=1, description="Packed sequences per micro-batch per worker.")
+    grad_accumulation_steps: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    sequence_length: int = Field(128, ge=8, description="Tokens per packed sequence.")
+    learning_rate: float = Field(2e-4, gt=0, description="Peak learning rate.")
+    warmup_steps: int = Field(2, ge=0, description="Linear warm-up steps.")
+    schedule: Literal["cosine", "constant"] = Field("cosine", description="Learning-rate schedule after warm-up.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine ends at learning_rate times this.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (matrices only).")
+    max_grad_norm: float | None = Field(1.0, description="Clip the gradient norm to this (None: no clipping).")
+    mixing: dict[str, float] = Field(
+        default_factory=lambda: {"target": 0.75, "source": 0.25},
+        description="Share of each language stream in the batches: 'target' and 'source'.",
+    )
+    stage_one_steps: int | None = Field(
+        None, ge=1, description="two-stage: steps that train only embeddings and head (default: a tenth, at least 1)."
+    )
+    stage_one_learning_rate: float = Field(
+        1e-3, gt=0, description="two-stage: learning rate of the embeddings-only stage ('Design choices' §3.2)."
+    )
+    second_stage: Literal["full", "lora"] = Field("full", description="two-stage: what trains after stage one.")
+    lora_rank: int = Field(8, ge=1, description="LoRA rank (lora strategies).")
+    lora_alpha: int = Field(16, ge=1, description="LoRA alpha (scale alpha / rank).")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")
+    log_every: int = Field(1, ge=1, description="Log loss and throughput every N steps.")
+    eval_every: int = Field(0, ge=0, description="Held-out bits per byte every N steps (0: only at the end).")
+    eval_max_length: int = Field(
+        256, ge=16, description="Longest window, in tokens, scored at once in evaluation; in an experiment config it "
+        "defaults to evaluation.max_length."
+    )
+    eval_batch_size: int = Field(
+        8, ge=1, description="Windows per forward pass in evaluation; in an experiment config it defaults to "
+        "evaluation.batch_size."
+    )
+    checkpoint_every: int = Field(
+        0, ge=0, description="Checkpoint (weights, optimizer, scheduler, data position, RNG) every N steps; "
+        "0: only the final model. A killed worker resumes from the last one."
+    )
+    seed: int = Field(
+        0, description="Seed of the data order and the LoRA initialisation; in an experiment config it defaults to "
+        "the experiment's top-level seed."
+    )
+    peak_flops: float | None = Field(
+        None, gt=0, description="Dense bf16 peak FLOP/s of one device for MFU; default: detected (H100 989e12), "
+        "unknown on CPU."
+    )
+    compile: bool | str = Field(
+        False, description="torch.compile each decoder layer (true: inductor, or a backend name). On one H100, "
+        "Llama-3.2-1B-shaped LAPT under ZeRO-2 bf16 ran 1.25x (one micro-batch per step) and 1.27x (six) faster "
+        "(BENCHMARKS.md); compiling costs up to a minute at the start, more on CPU."
+    )
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile(cls, value: Any) -> Any:
+        """'true' / 'false' as text (an MLflow parameter, an environment variable) are the switches, not backends."""
+        words = {"true": True, "on": True, "yes": True, "false": False, "off": False, "no": False, "": False}
+        return words.get(value.strip().lower(), value) if isinstance(value, str) else value
+
+    @field_validator("mixing")
+    @classmethod
+    def _mixing(cls, mixing: dict[str, float]) -> dict[str, float]:
+        unknown = set(mixing) - set(STREAMS)
+        if unknown:
+            raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source'")
+        if any(v < 0 for v in mixing.values()) or abs(sum(mixing.values()) - 1.0) > 1e-6:
+            raise ValueError(f"shares must be non-negative and sum to 1, got {mixing}")
+        return mixing
+
+    @model_validator(mode="after")
+    def _budget(self) -> LaptSettings:
+        if not self.has_budget:
+            raise ValueError("LAPT needs a budget: set max_steps or max_tokens to a positive number")
+        return self
+
+    @property
+    def has_budget(self) -> bool:
+        return bool(self.max_steps or self.max_tokens)
 
     @property
     def compile_backend(self) -> str | None:
@@ -51,20 +124,6 @@ class LaptSettings:
         if self.compile is True:
             return "inductor"
         return self.compile or None
-
-    def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown LAPT strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}")
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown LAPT objective {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
-        if self.second_stage not in ("full", "lora"):
-            raise ValueError(f"second_stage must be 'full' or 'lora', got {self.second_stage!r}")
-        if self.schedule not in ("cosine", "constant"):
-            raise ValueError(f"schedule must be 'cosine' or 'constant', got {self.schedule!r}")
-        if not isinstance(self.compile, (bool, str)):
-            raise ValueError(f"compile must be true, false or a torch.compile backend name, got {self.compile!r}")
-        if not self.max_steps and not self.max_tokens:
-            raise ValueError("LAPT needs a budget: set max_steps or max_tokens to a positive number")
 
     @property
     def tokens_per_micro_batch(self) -> int:
@@ -79,18 +138,3 @@ class LaptSettings:
             per_step = self.tokens_per_micro_batch * self.grad_accumulation_steps * world_size
             budgets.append(max(1, -(-self.max_tokens // per_step)))
         return min(budgets)
-
-    @classmethod
-    def from_any(cls, settings: Any, **overrides: Any) -> LaptSettings:
-        """Settings from a LaptSettings, a pydantic section (``config.lapt``) or a mapping; unknown keys ignored."""
-        if isinstance(settings, cls) and not overrides:
-            return settings
-        if isinstance(settings, cls):
-            values = dataclasses.asdict(settings)
-        elif hasattr(settings, "model_dump"):
-            values = settings.model_dump()
-        else:
-            values = dict(settings or {})
-        values.update(overrides)
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})

@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from vocadapt.components.errors import UserError
+from vocadapt.components.typed_settings import StrictSettings, validation_problems
+from vocadapt.platform.config import set_dotted
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "configs" / "evaluation"
 TASKS_DIR = SUITES_DIR / "tasks"
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Section(StrictSettings):
+    """A suite section: unknown keys are refused with the nearest valid name."""
 
 
 class ClozeSection(_Section):
@@ -118,16 +120,8 @@ def load_suite(name_or_path: str | Path, overrides: dict | None = None) -> Suite
                         "or the path of a suite YAML")
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     for dotted, value in (overrides or {}).items():
-        _set_dotted(data, dotted, value)
+        set_dotted(data, dotted, yaml.safe_load(value) if isinstance(value, str) else value, SuiteConfig)
     try:
         return SuiteConfig.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise UserError(f"evaluation suite {path}: {problems}") from error
-
-
-def _set_dotted(data: dict, dotted: str, value) -> None:
-    *parents, leaf = dotted.split(".")
-    for key in parents:
-        data = data.setdefault(key, {})
-    data[leaf] = yaml.safe_load(value) if isinstance(value, str) else value
+        raise UserError(f"evaluation suite {path}: {'; '.join(validation_problems(error))}") from error

@@ -12,12 +12,36 @@ from vocadapt.components.surgery import adapt_embeddings, plan_vocabulary
 METHODS = available_initializers()
 
 
-def test_registry_lists_all_ten_methods_and_the_mean_alias():
-    assert set(METHODS) == {
-        "random", "multivariate", "random_token", "fvt", "merge", "align", "clp", "focus", "sava", "salt"
-    }
+def test_registry_holds_one_method_per_file_and_the_mean_alias():
+    """The list comes from the registry: every method file registers its own name, and nothing else is listed."""
+    from pathlib import Path
+
+    import vocadapt.components.initializers as package
+
+    files = {path.stem for folder in package.__path__ for path in Path(folder).glob("[!_]*.py")}
+    assert set(METHODS) == files and len(METHODS) >= 10
     assert get_initializer("mean") is get_initializer("fvt")
-    assert {name for name in METHODS if get_initializer(name).needs_helper} == {"clp", "focus", "sava", "salt"}
+
+
+def test_registry_answers_which_methods_need_a_helper_and_which_helpers_they_accept():
+    with_helper, without = available_initializers(needs_helper=True), available_initializers(needs_helper=False)
+    assert sorted(with_helper + without) == METHODS and with_helper and without
+    for name in METHODS:  # a method that needs a helper names the kinds it accepts; one that needs none names none
+        entry = get_initializer(name)
+        assert bool(entry.helpers) == entry.needs_helper
+        assert set(entry.helpers) <= {"fasttext", "model", "vectors"}
+
+
+def test_unknown_method_and_option_name_the_nearest_valid_one():
+    from vocadapt.components.initializers import configure_initializer
+
+    with pytest.raises(KeyError, match="did you mean fvt?"):
+        configure_initializer("fvtt")
+    with pytest.raises(ValueError, match="solvr: unknown field; did you mean solver?"):
+        configure_initializer("sava", {"solvr": "sgd"})
+    configured = configure_initializer("mean", {})
+    assert configured.initializer is get_initializer("fvt") and configured.name == "mean"
+    assert configure_initializer(configured) is configured
 
 
 def _adapt(method, tied, mode, source_tokenizer, target, helper, corpus_file):
@@ -62,12 +86,16 @@ def test_every_method(method, tied, mode, source_tokenizer, target_tokenizer, ex
     assert logits.shape[-1] == plan.rows and torch.isfinite(logits).all()
 
 
-@pytest.mark.parametrize("method", ["clp", "focus", "sava", "salt"])
+@pytest.mark.parametrize("method", available_initializers(needs_helper=True))
 def test_helper_methods_without_helper_stop_before_any_work(method, source_tokenizer, target_tokenizer):
+    from vocadapt.components.initializers import MissingHelperError
+
     model = tiny_llama(len(source_tokenizer), tied=True)
     before = model.get_input_embeddings().weight.detach().clone()
-    with pytest.raises(ValueError, match="needs a helper .*fasttext"):
+    without = ", ".join(available_initializers(needs_helper=False))
+    with pytest.raises(MissingHelperError, match=f"needs a helper .*fasttext.*without a helper: {without}$") as error:
         adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method=method)
+    assert "--" not in str(error.value) and "init.helper" not in str(error.value)  # the callers add how to give one
     assert torch.equal(model.get_input_embeddings().weight, before) and model.config.vocab_size == len(source_tokenizer)
 
 

@@ -159,6 +159,7 @@ def test_cli_init_writes_a_checkpoint_and_reports_bad_input(tmp_path, source_tok
     assert json.loads((tmp_path / "out" / "vocadapt_init.json").read_text())["options"] == {"temperature": 0.2}
     missing_helper = runner.invoke(app, [*arguments, str(tmp_path / "out2"), "--method", "salt"])
     assert missing_helper.exit_code == 2 and "needs a helper" in missing_helper.output
+    assert "--helper fasttext" in missing_helper.output  # the command line names its own flag
     unknown = runner.invoke(app, [*arguments, str(tmp_path / "out3"), "--method", "nope"])
     assert unknown.exit_code == 2 and "choose one of" in unknown.output
     assert not (tmp_path / "out2").exists() and not (tmp_path / "out3").exists()

@@ -115,5 +115,5 @@ def test_lapt_compile_reads_switch_words_as_switches(value, expected):
 
     section = LaptSection(compile=value)
     assert section.compile == expected
-    assert LaptSettings.from_any(section).compile_backend == (
+    assert section.compile_backend == LaptSettings(compile=value).compile_backend == (
         "inductor" if expected is True else expected or None)

@@ -59,7 +59,7 @@ def _worker(rank: int, world_size: int, port: int, folder: str) -> None:
 
         run_settings = settings
         if mode == "two_stage":  # a new DDP per stage; the first one's reducer must not fire in the second
-            run_settings = LaptSettings.from_any(settings, strategy="two-stage", stage_one_steps=1)
+            run_settings = LaptSettings(**{**settings.model_dump(), "strategy": "two-stage", "stage_one_steps": 1})
         result = train_lapt(make_model(len(tokenizer)), tokenizer, data, run_settings, engine_factory=factory)
         weights = torch.cat([p.detach().flatten() for p in result.model.parameters()])
         gathered = [torch.zeros_like(weights) for _ in range(world_size)]

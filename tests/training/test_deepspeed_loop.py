@@ -70,7 +70,7 @@ def test_two_stage_rebuilds_the_deepspeed_engine_with_the_new_trainable_set(proc
     curve follows the plain-torch run."""
     from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
 
-    settings = LaptSettings.from_any(_two_stage(), second_stage=second_stage, lora_rank=4)
+    settings = LaptSettings(**{**_two_stage().model_dump(), "second_stage": second_stage, "lora_rank": 4})
     build = deepspeed_engine_factory({"enabled": True, "zero_stage": 2}, settings)
     held, stale_calls = [], [0]  # engines per stage; gradients a closed engine still processed
 
@@ -107,7 +107,7 @@ def test_every_strategy_trains_its_parameters_under_deepspeed(process_group, tok
     count as the plain-torch run's, and follows its curve (full and two-stage are covered above)."""
     from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
 
-    settings = LaptSettings.from_any(_settings(), strategy=strategy, objective="mtp", lora_rank=4)
+    settings = LaptSettings(**{**_settings().model_dump(), "strategy": strategy, "objective": "mtp", "lora_rank": 4})
     build, held = deepspeed_engine_factory({"enabled": True, "zero_stage": 2}, settings), []
 
     def factory(module, params, spec):

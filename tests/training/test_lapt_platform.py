@@ -74,14 +74,15 @@ def test_missing_lapt_files_are_named_before_ray_starts(tmp_path):
 def test_a_run_name_is_not_resumed_with_other_inputs(tmp_path):
     from vocadapt.platform.ray_train import _claim_run_name
 
-    config = {"model_dir": "/m", "tokenizer_dir": "/m", "seed": 0, "train_files": {"target": ["it.txt"]},
-              "settings": {"max_steps": 6, "eval_every": 3}}
+    config = {"model_dir": "/m", "tokenizer_dir": "/m", "train_files": {"target": ["it.txt"]},
+              "settings": {"max_steps": 6, "eval_every": 3, "seed": 0}}
     _claim_run_name(tmp_path / "run", config)
-    _claim_run_name(tmp_path / "run", {**config, "settings": {"max_steps": 6, "eval_every": 2}})  # cadence may change
+    cadence = {"max_steps": 6, "eval_every": 2, "seed": 0}  # cadence may change
+    _claim_run_name(tmp_path / "run", {**config, "settings": cadence})
     with pytest.raises(ConfigError, match=r"settings.max_steps.*choose a new run name"):
-        _claim_run_name(tmp_path / "run", {**config, "settings": {"max_steps": 8, "eval_every": 3}})
-    with pytest.raises(ConfigError, match="seed"):
-        _claim_run_name(tmp_path / "run", {**config, "seed": 1})
+        _claim_run_name(tmp_path / "run", {**config, "settings": {"max_steps": 8, "eval_every": 3, "seed": 0}})
+    with pytest.raises(ConfigError, match="settings.seed"):
+        _claim_run_name(tmp_path / "run", {**config, "settings": {"max_steps": 6, "eval_every": 3, "seed": 1}})
 
 
 def test_a_stream_can_come_from_a_hugging_face_dataset(tmp_path):
@@ -90,7 +91,7 @@ def test_a_stream_can_come_from_a_hugging_face_dataset(tmp_path):
 
     culturax = "{dataset: uonlp/CulturaX, config: it, split: train, text_field: text, streaming: true}"
     config = load_config(None, ["target.language=it", f"lapt.datasets={{target: {culturax}}}"])
-    source = DatasetSource.from_any(config.lapt.model_dump(mode="json")["datasets"]["target"])  # as the worker does
+    source = config.lapt.datasets["target"]  # the worker receives the section as it is
     assert source == DatasetSource("uonlp/CulturaX", "it", "train", "text", streaming=True)
     with pytest.raises(ConfigError, match="both train_files and a dataset"):
         load_config(None, ["target.language=it", f"lapt.datasets={{target: {culturax}}}",

@@ -55,13 +55,51 @@ def _settings(world, **kwargs):
     return options
 
 
+def _inputs(world, name, **kwargs):
+    return dict(target_files=[world / "it.txt"], source_files=[world / "en.txt"],
+                eval_documents={"target": ITALIAN[:2], "source": ENGLISH[:2]}, output_dir=world / name,
+                run_name=name, storage_path=world / "ray", **kwargs)
+
+
 def _run(world, name, settings, **kwargs):
     from vocadapt.platform.ray_train import run_lapt_on_ray
 
-    return run_lapt_on_ray(
-        world / "model", world / "model", settings, target_files=[world / "it.txt"], source_files=[world / "en.txt"],
-        eval_documents={"target": ITALIAN[:2], "source": ENGLISH[:2]}, output_dir=world / name,
-        run_name=name, storage_path=world / "ray", seed=0, **kwargs)
+    return run_lapt_on_ray(world / "model", world / "model", settings, **_inputs(world, name, **kwargs))
+
+
+def _worker_killed_once(rank: int, step: int, marker: str):
+    """The production train loop, except that worker ``rank`` kills itself (SIGKILL) right after optimizer step
+    ``step``, once: the marker file it writes first keeps the restarted worker alive. A closure, so Ray's
+    cloudpickle sends it by value instead of by a module path the workers would have to import."""
+
+    def train_loop(config: dict) -> None:
+        import os
+        from pathlib import Path
+
+        import ray.train
+
+        from vocadapt.components import training
+        from vocadapt.platform.ray_train import lapt_worker
+
+        train_lapt = training.train_lapt
+
+        def killing_train_lapt(*args, step_hook, **kwargs):
+            def hook(done: int, metrics: dict) -> None:
+                step_hook(done, metrics)
+                here = ray.train.get_context().get_world_rank()
+                if here == rank and done == step and not Path(marker).exists():
+                    Path(marker).write_text(str(os.getpid()), encoding="utf-8")
+                    os.kill(os.getpid(), 9)
+
+            return train_lapt(*args, step_hook=hook, **kwargs)
+
+        training.train_lapt = killing_train_lapt  # this worker process only
+        try:
+            lapt_worker(config)
+        finally:
+            training.train_lapt = train_lapt
+
+    return train_loop
 
 
 @pytest.fixture(scope="module")
@@ -90,15 +128,17 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world,
     its saved state), same AdamW, same schedule."""
     from mlflow.tracking import MlflowClient
 
+    from vocadapt.platform.ray_train import fit_lapt, plan_lapt
+
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     experiment = client.create_experiment("lapt", artifact_location=str(tmp_path / "artifacts"))
     run_id = client.create_run(experiment).info.run_id
     marker = tmp_path / "killed"
     zero2 = _settings(world, deepspeed={"enabled": True, "zero_stage": 2})
-    resumed = _run(world, "killed", zero2,
-                   tracking_uri=uri, mlflow_run_id=run_id,
-                   _fault_injection={"rank": 1, "step": 3, "marker": str(marker)})
+    plan = plan_lapt(world / "model", world / "model", zero2,
+                     **_inputs(world, "killed", tracking_uri=uri, mlflow_run_id=run_id))
+    resumed = fit_lapt(_worker_killed_once(rank=1, step=3, marker=str(marker)), plan)
     assert marker.exists()  # the worker really died at step 3, after the step-2 checkpoint
     assert [step for step, _ in resumed.series("loss")] == [1, 2, 3, 4, 5, 6]
     for (_, a), (_, b) in zip(uninterrupted.series("loss"), resumed.series("loss")):
