@@ -25,9 +25,9 @@ from typing import Any, Protocol
 from vocadapt.components.errors import UserError
 
 # Seconds between codecarbon's energy readings. A reading also happens at stop, so a stage shorter than this costs
-# one reading at each end. Longer is cheaper but RAPL's package counter wraps after about 2^32 microjoules (near
-# 70 minutes at 1 kW, less on some CPUs): one minute stays well inside every wrap period. codecarbon's separate
-# 1-second power sampler only reads psutil's load counters.
+# one reading at each end. Longer is cheaper, but RAPL's package counter wraps at about 262 kJ (2^32 units of
+# 61 uJ): after 22 minutes at 200 W, 4 minutes at 1 kW; one reading a minute sees at most one wrap, which codecarbon
+# corrects. Its separate 1-second power sampler only reads psutil's load counters (0.1% of a core, BENCHMARKS.md).
 MEASURE_SECONDS = 60.0
 ENERGY_PREFIX, EMISSIONS_PREFIX = "energy.", "emissions."
 
@@ -51,7 +51,7 @@ class EnergyReading:
         """Fold another reading of the same stage into this one (several workers, several methods)."""
         self.kwh += other.kwh
         self.kg_co2eq += other.kg_co2eq
-        self.seconds = max(self.seconds, other.seconds)
+        self.seconds = max(self.seconds, other.seconds)  # the longest reading: workers measure side by side
         for part, value in other.parts_kwh.items():
             self.parts_kwh[part] = self.parts_kwh.get(part, 0.0) + value
         modes = [m for m in dict.fromkeys([*self.mode.split(" | "), *other.mode.split(" | ")]) if m]
@@ -82,8 +82,8 @@ def check_country(country_iso_code: str) -> str:
 
     known = DataSource().get_global_energy_mix_data()
     if country_iso_code not in known:
-        raise UserError(f"tracking.country_iso_code: {country_iso_code!r} is not in codecarbon's energy-mix table; "
-                        f"use an ISO 3166-1 alpha-3 code such as ITA, FRA, DEU or USA")
+        raise UserError(f"tracking.country_iso_code (vocadapt evaluate: --country): {country_iso_code!r} is not in "
+                        "codecarbon's energy-mix table; use an ISO 3166-1 alpha-3 code such as ITA, FRA, DEU or USA")
     return country_iso_code
 
 
