@@ -13,7 +13,8 @@ from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 from vocadapt.platform.config import ExperimentConfig, apply_override
 from vocadapt.platform.sources import ResolvedInputs
 from vocadapt.platform.sweep_cache import (
-    COMPUTED, REUSED, ArtefactCache, cache_key, helper_inputs, source_bpb_inputs, tokenizer_inputs,
+    COMPUTED, REUSED, ArtefactCache, cache_key, expectation_inputs, helper_inputs, source_bpb_inputs,
+    tokenizer_inputs,
 )
 
 # ------------------------------------------------------------------------------------------------------- keys
@@ -48,7 +49,8 @@ def _keys(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, str]:
     source = source_model_identity(config, inputs.source_model)
     return {"tokenizer": cache_key("tokenizer", tokenizer_inputs(config, inputs, source)),
             "source_bpb": cache_key("source_bpb", source_bpb_inputs(config, inputs, source)),
-            "helper": cache_key("helper", helper_inputs(config, inputs, "tokenizer-sha"))}
+            "helper": cache_key("helper", helper_inputs(config, inputs, "tokenizer-sha")),
+            "corpus_expectations": cache_key("corpus_expectations", expectation_inputs(config, inputs))}
 
 
 def test_keys_ignore_what_does_not_change_the_artefact(tmp_path):
@@ -59,6 +61,10 @@ def test_keys_ignore_what_does_not_change_the_artefact(tmp_path):
         assert _keys(_config(model, inputs, override), inputs) == base, override
     # the source model's bits per byte do not depend on the target tokenizer either
     assert _keys(_config(model, inputs, "tokenizer.vocab_size=8192"), inputs)["source_bpb"] == base["source_bpb"]
+    # nor do the corpus expectations, which depend on the corpora and the corpus section's bounds alone
+    for override in ("tokenizer.vocab_size=8192", "evaluation.max_documents=7", "corpus.language_check_lines=50"):
+        changed = _keys(_config(model, inputs, override), inputs)
+        assert changed["corpus_expectations"] == base["corpus_expectations"], override
 
 
 def test_keys_change_with_what_changes_the_artefact(tmp_path):
@@ -69,6 +75,11 @@ def test_keys_change_with_what_changes_the_artefact(tmp_path):
     assert _keys(_config(model, inputs, "seed=1"), inputs)["tokenizer"] != base["tokenizer"]
     assert _keys(_config(model, inputs, "evaluation.max_documents=7"), inputs)["source_bpb"] != base["source_bpb"]
     assert _keys(_config(model, inputs, "init.helper=fasttext:dim=8"), inputs)["helper"] != base["helper"]
+    for override in ("corpus.max_duplicate_share=0.5", "corpus.max_line_chars=100", "corpus.min_lines=5",
+                     "corpus.min_language_share=0.5", "corpus.expectation_lines=100", "seed=1",
+                     "target.source_language=de"):
+        changed = _keys(_config(model, inputs, override), inputs)
+        assert changed["corpus_expectations"] != base["corpus_expectations"], override
     # same file names, other training text: the tokenizer and the helper change, the held-out score does not
     other = tmp_path / "other"
     other.mkdir()
@@ -76,10 +87,12 @@ def test_keys_change_with_what_changes_the_artefact(tmp_path):
     changed_keys = _keys(_config(model, changed), changed)
     assert changed_keys["tokenizer"] != base["tokenizer"] and changed_keys["helper"] != base["helper"]
     assert changed_keys["source_bpb"] == base["source_bpb"]
+    assert changed_keys["corpus_expectations"] != base["corpus_expectations"]
     # other source model bytes: both the tokenizer (it copies its special tokens) and the score change
     (model / "config.json").write_text('{"hidden_size": 32}', encoding="utf-8")
     moved = _keys(_config(model, inputs), inputs)
     assert moved["tokenizer"] != base["tokenizer"] and moved["source_bpb"] != base["source_bpb"]
+    assert moved["corpus_expectations"] == base["corpus_expectations"]  # the corpora alone are validated
 
 
 # ------------------------------------------------------------------------------------------ concurrent writers
@@ -174,8 +187,10 @@ def test_adapt_reusing_cached_artefacts_gives_the_bytes_of_computing_them(tmp_pa
     computed = adapt("computed", first_cache)
     reused = adapt("reused", second_cache)
     plain = adapt("plain", None)
-    assert first_cache.events == {"tokenizer": COMPUTED, "source_bpb": COMPUTED, "helper": COMPUTED}
-    assert second_cache.events == {"tokenizer": REUSED, "source_bpb": REUSED, "helper": REUSED}
+    assert first_cache.events == {"corpus_expectations": COMPUTED, "tokenizer": COMPUTED, "source_bpb": COMPUTED,
+                                  "helper": COMPUTED}
+    assert second_cache.events == {"corpus_expectations": REUSED, "tokenizer": REUSED, "source_bpb": REUSED,
+                                   "helper": REUSED}
     assert computed[0] and computed[0] == reused[0] == plain[0]  # tokenizer files, byte for byte
     assert "model.safetensors" in computed[1] and computed[1] == reused[1] == plain[1]  # the best model's files
     assert computed[2] == reused[2] == plain[2] and computed[3] == reused[3] == plain[3]
