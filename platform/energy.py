@@ -9,7 +9,8 @@ Metric names: ``energy.<stage>.kwh`` and ``emissions.<stage>.kg_co2eq``; ``energ
 What is measured (codecarbon picks the best source the machine offers, named in ``EnergyReading.mode``): the CPU
 through RAPL counters where the kernel exposes them, else an estimate from the CPU model's TDP and the measured
 load; RAM from an estimate per installed gigabyte; NVIDIA GPUs through NVML's energy counter, for the GPUs in
-``CUDA_VISIBLE_DEVICES`` (all of them when unset). Nothing here disables NVML.
+``CUDA_VISIBLE_DEVICES`` (all of them when unset). Nothing here disables NVML; codecarbon looks for GPUs only when
+``nvidia-smi`` runs (the binary must be on PATH, as it is in CUDA images).
 """
 
 from __future__ import annotations
@@ -189,7 +190,9 @@ def measurement_mode(tracker) -> str:
         if kind == "CPU":
             parts.append(f"cpu: {cpu_modes.get(getattr(hardware, '_mode', ''), getattr(hardware, '_mode', '?'))}")
         elif kind == "GPU":
-            parts.append(f"gpu: NVML ({tracker._conf.get('gpu_model') or 'GPU'})")
+            devices = {type(device).__name__ for device in getattr(getattr(hardware, "devices", None), "devices", [])}
+            source = "AMD SMI" if devices == {"AMDGPUDevice"} else "NVML"
+            parts.append(f"gpu: {source} ({tracker._conf.get('gpu_model') or 'GPU'})")
         elif kind == "RAM":
             parts.append("ram: estimate")
         else:
