@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.training.documents import DatasetSource
-from vocadapt.components.training.settings import LaptSettings
+from vocadapt.components.training.settings import STREAMS, LaptSettings
 from vocadapt.components.typed_settings import StrictSettings
 
 
@@ -70,7 +70,7 @@ class LaptSection(LaptSettings, Section):
     @field_validator("train_files", "datasets")
     @classmethod
     def _streams(cls, streams: dict | None) -> dict | None:
-        unknown = set(streams or {}) - {"target", "source"}
+        unknown = set(streams or {}) - set(STREAMS)
         if unknown:
             raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source'")
         return streams
