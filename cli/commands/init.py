@@ -60,6 +60,8 @@ def register(app: typer.Typer) -> None:
                     raise UserError(f"{what} {path} does not exist; give an existing path")
             if mode not in ("replace", "expand"):
                 raise UserError(f"--mode must be 'replace' or 'expand', got {mode!r}")
+            if out.exists() and not overwrite:
+                raise UserError(f"--out {out} already exists; choose another --out or pass --overwrite")
             try:
                 record = adapt_checkpoint(
                     source_model, target_tokenizer, out, configured, mode=mode, seed=seed, helper=helper,

@@ -150,7 +150,7 @@ def adapt_checkpoint(
     if not isinstance(helper, str):
         method.check_helper(helper)  # before any work; a spec string is checked once it is resolved below
     if out_dir.exists() and not overwrite:
-        raise ValueError(f"{out_dir} already exists; choose another --out or pass overwrite=True")
+        raise ValueError(f"out_dir {out_dir} already exists; choose another out_dir or pass overwrite=True")
     weight_map = files.weight_map(source_dir)
     if not (source_dir / "config.json").exists():
         raise ValueError(f"{source_dir} has no config.json; give a Hugging Face checkpoint folder")

@@ -163,6 +163,8 @@ def test_cli_init_writes_a_checkpoint_and_reports_bad_input(tmp_path, source_tok
     unknown = runner.invoke(app, [*arguments, str(tmp_path / "out3"), "--method", "nope"])
     assert unknown.exit_code == 2 and "choose one of" in unknown.output
     assert not (tmp_path / "out2").exists() and not (tmp_path / "out3").exists()
+    again = runner.invoke(app, [*arguments, str(tmp_path / "out"), "--method", "fvt"])
+    assert again.exit_code == 2 and "--out" in again.output and "--overwrite" in again.output
 
 
 def test_checkpoint_surgery_keeps_bf16_and_copies_shared_rows_bit_for_bit(tmp_path, source_tokenizer, target_tokenizer):
