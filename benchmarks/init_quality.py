@@ -206,11 +206,9 @@ def _table(rows: list[dict], table_class):
 
 
 def _save(arguments, lapt_settings, replacement, helper, rows: dict[str, dict]) -> None:
-    import dataclasses
-
     record = {
         "arguments": {key: str(value) if isinstance(value, Path) else value for key, value in vars(arguments).items()},
-        "lapt": dataclasses.asdict(lapt_settings),
+        "lapt": lapt_settings.model_dump(),
         "tokenizer": {"ids": len(replacement.tokenizer), "copied": len(replacement.target_to_source),
                       "initialised": len(replacement.new_token_ids)},
         "helper": helper.record() if helper is not None else None,
