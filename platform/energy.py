@@ -111,6 +111,15 @@ class StageMeter:
             _stop_into(tracker, self.reading)
         return self.reading
 
+    def so_far(self) -> EnergyReading:
+        """A reading from the start up to now, the meter still running (empty when it does not measure)."""
+        reading = EnergyReading(self.reading.stage, self.reading.country_iso_code)
+        if self._tracker is not None:
+            reading.seconds = time.perf_counter() - self._started
+            self._tracker.flush()  # measures up to now; with no outputs configured it writes nothing
+            _fill(reading, self._tracker._prepare_emissions_data(), self._tracker)
+        return reading
+
 
 @contextmanager
 def measure_energy(
@@ -172,6 +181,11 @@ def _stop_into(tracker, reading: EnergyReading) -> None:
     if emissions is None or data is None:  # codecarbon swallows its own errors; log nothing rather than zeros
         logging.getLogger(__name__).warning("codecarbon could not measure stage %s", reading.stage)
         return
+    _fill(reading, data, tracker)
+
+
+def _fill(reading: EnergyReading, data, tracker) -> None:
+    """Copy codecarbon's ``EmissionsData`` into ``reading``."""
     reading.kwh = float(data.energy_consumed)
     reading.kg_co2eq = float(data.emissions)
     reading.parts_kwh = {"cpu": float(data.cpu_energy), "ram": float(data.ram_energy), "gpu": float(data.gpu_energy)}

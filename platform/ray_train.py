@@ -268,7 +268,7 @@ def lapt_worker(config: dict) -> None:
 
     settings: LaptSection = config["settings"]  # validated once, in the driver; the loop reads it as it is
     rank = ray.train.get_context().get_world_rank()
-    energy = _node_energy_meter(config)
+    energy = _NodeEnergy(config)
     if not settings.use_gpu:
         torch.set_num_threads(settings.cpus_per_worker)  # as many threads as reserved CPUs
     tokenizer = AutoTokenizer.from_pretrained(config["tokenizer_dir"])
@@ -281,48 +281,83 @@ def lapt_worker(config: dict) -> None:
     checkpoint = ray.train.get_checkpoint()
     with checkpoint.as_directory() if checkpoint else nullcontext() as resume_dir:
         if resume_dir and (Path(resume_dir) / "final.json").is_file():
-            energy.stop()  # the finished run's final.json keeps the energy that run took
+            energy.meter.stop()  # the finished run's final.json keeps the energy that run took
             return _report_again(Path(resume_dir), rank)  # a finished run rerun under its name
+        energy.resume(resume_dir)
         result = training.train_lapt(
-            model, tokenizer, data, settings, logger, checkpoint_hook=_report_checkpoint,
+            model, tokenizer, data, settings, logger, checkpoint_hook=energy.checkpoint_hook(_report_checkpoint),
             resume_state=resume_dir, eval_documents=config["eval_documents"],
             engine_factory=_engine_factory(settings),
             step_hook=_progress_bar(rank, settings.total_steps(ray.train.get_context().get_world_size())),
         )
-    _report_final(result, tokenizer, rank, _energy_over_nodes(config, energy))
+    _report_final(result, tokenizer, rank, energy.total(stop=True))
 
 
-def _node_energy_meter(config: dict):
-    """This worker's LAPT energy meter, started: one per node, on local rank 0, reading the whole machine.
+ENERGY_FILE = "energy.json"
+
+
+class _NodeEnergy:
+    """This worker's part of LAPT's energy meter: one meter per node, on local rank 0, reading the whole machine.
 
     RAPL reads a CPU package whole and NVML a GPU whole, whichever process asks, so a meter in every worker would
     count a node once per worker on it. Local rank 0 measures its node (CPUs, memory, and the GPUs of the node's
     workers: Ray Train's TorchConfig shares CUDA_VISIBLE_DEVICES between them), the other workers measure nothing,
-    and ``_energy_over_nodes`` adds the nodes up, so a run on several nodes counts each node once. Other work on a
-    node the run shares is counted too. After a worker failure the meters restart with the new worker group: the
-    energy of the failed attempt is not included."""
-    import ray.train
+    and :meth:`total` adds the nodes up with an all-reduce, so a run on several nodes counts each node once. Other
+    work on a node the run shares is counted too. Checkpoints carry the count: each holds the energy so far (with
+    the earlier attempts'), and a worker group restarted after a failure resumes from it, so only the energy
+    between the last checkpoint and the failure is missing."""
 
-    from vocadapt.platform.energy import StageMeter
+    def __init__(self, config: dict) -> None:
+        import ray.train
 
-    country = config.get("energy_country")
-    local_rank = ray.train.get_context().get_local_rank()
-    meter = StageMeter("lapt", country_iso_code=country or "", enabled=bool(country) and local_rank == 0)
-    meter.start()
-    return meter
+        from vocadapt.platform.energy import StageMeter
 
+        self.country = config.get("energy_country")
+        measures = bool(self.country) and ray.train.get_context().get_local_rank() == 0
+        self.meter = StageMeter("lapt", country_iso_code=self.country or "", enabled=measures)
+        self.meter.start()
+        self.before = None  # EnergyReading of the attempts before a restart, from the checkpoint resumed
 
-def _energy_over_nodes(config: dict, meter) -> dict[str, Any]:
-    """Stop the meter and sum every node's reading (a collective: every worker calls it)."""
-    reading = meter.stop()
-    if not config.get("energy_country"):
-        return {}
-    import ray.train.torch
+    def resume(self, resume_dir: str | None) -> None:
+        from vocadapt.platform.energy import EnergyReading
 
-    from vocadapt.platform.energy import sum_over_workers
+        saved = Path(resume_dir) / ENERGY_FILE if resume_dir else None
+        if self.country and saved and saved.is_file():
+            self.before = EnergyReading.from_dict(json.loads(saved.read_text(encoding="utf-8")))
 
-    summed = sum_over_workers(reading, ray.train.torch.get_device())
-    return summed.as_dict() if summed.mode else {}
+    def total(self, *, stop: bool) -> dict[str, Any]:
+        """Every node's reading so far plus the earlier attempts', as ``EnergyReading.as_dict()`` with
+        ``before_restart_kwh``; {} when nothing is measured. A collective: every worker calls it."""
+        reading = self.meter.stop() if stop else self.meter.so_far()
+        if not self.country:
+            return {}
+        import ray.train.torch
+
+        from vocadapt.platform.energy import sum_over_workers
+
+        summed = sum_over_workers(reading, ray.train.torch.get_device())
+        if not summed.mode:
+            return {}
+        if self.before is not None:
+            summed.add(self.before)
+        return summed.as_dict() | {"before_restart_kwh": self.before.kwh if self.before else 0.0}
+
+    def checkpoint_hook(self, report):
+        """``report`` (``_report_checkpoint``) with the energy so far added to the checkpoint by rank 0."""
+
+        def hook(step: int, write, metrics: dict) -> None:
+            import ray.train
+
+            energy = self.total(stop=False)
+
+            def write_with_energy(folder: Path) -> None:
+                write(folder)
+                if energy and ray.train.get_context().get_world_rank() == 0:
+                    (folder / ENERGY_FILE).write_text(json.dumps(energy), encoding="utf-8")
+
+            report(step, write_with_energy, metrics)
+
+        return hook
 
 
 def _engine_factory(settings: LaptSection):

@@ -50,6 +50,19 @@ def test_busy_loop_costs_energy_and_the_country_sets_the_co2(tmp_path, monkeypat
     assert not list(tmp_path.iterdir()), "codecarbon wrote into the working folder"
 
 
+def test_a_running_meter_reads_so_far_and_keeps_counting():
+    from vocadapt.platform.energy import StageMeter
+
+    meter = StageMeter("busy", country_iso_code="ITA")
+    meter.start()
+    _busy(0.5)
+    early = meter.so_far()
+    _busy(0.5)
+    final = meter.stop()
+    assert 0 < early.kwh < final.kwh and early.mode == final.mode
+    assert meter.stop() is final and StageMeter("busy", country_iso_code="ITA", enabled=False).so_far().kwh == 0
+
+
 def test_disabled_measures_nothing_and_logs_nothing():
     class Sink:
         def __init__(self):

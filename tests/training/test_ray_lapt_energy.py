@@ -60,3 +60,69 @@ def test_vocadapt_lapt_logs_the_workers_energy(tmp_path, fixture_corpora, monkey
     assert metrics["emissions.lapt.kg_co2eq"] == pytest.approx(energy["kg_co2eq"])
     assert tags["vocadapt.energy_country"] == "FRA" and tags["vocadapt.energy_mode"] == energy["mode"]
     assert not list(work.iterdir()), "something was written in the working folder"
+
+
+def _meter_worker_killed_once(step: int, marker: str):
+    """The production train loop, except that rank 0 (the worker holding the node's meter) kills itself (SIGKILL)
+    right after optimizer step ``step``, once: the marker file keeps the restarted worker alive. A closure, so Ray's
+    cloudpickle sends it by value."""
+
+    def train_loop(config: dict) -> None:
+        import os
+        import time
+
+        import ray.train
+
+        from vocadapt.components import training
+        from vocadapt.platform.ray_train import lapt_worker
+
+        train_lapt = training.train_lapt
+
+        def killing_train_lapt(*args, step_hook, **kwargs):
+            def hook(done: int, metrics: dict) -> None:
+                step_hook(done, metrics)
+                if ray.train.get_context().get_world_rank() == 0 and done == step and not Path(marker).exists():
+                    Path(marker).write_text(str(os.getpid()), encoding="utf-8")
+                    # Ray Train's controller collects reported checkpoints by polling the workers: a worker killed
+                    # milliseconds after reporting one takes it along, and the group restarts from scratch
+                    time.sleep(5)
+                    os.kill(os.getpid(), 9)
+
+            return train_lapt(*args, step_hook=hook, **kwargs)
+
+        training.train_lapt = killing_train_lapt  # this worker process only
+        try:
+            lapt_worker(config)
+        finally:
+            training.train_lapt = train_lapt
+
+    return train_loop
+
+
+def test_a_restarted_worker_group_keeps_the_energy_counted_before_the_failure(tmp_path):
+    """The meter's worker killed after step 3; Ray restarts the group from the step-2 checkpoint, which holds the
+    energy measured so far: the final figure includes it."""
+    import ray
+
+    from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
+    from vocadapt.platform.ray_train import fit_lapt, plan_lapt
+
+    tokenizer = make_tokenizer()
+    make_model(len(tokenizer)).save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "it.txt").write_text("\n".join(ITALIAN * 4), encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(ENGLISH * 4), encoding="utf-8")
+    settings = dict(max_steps=4, batch_size=2, sequence_length=16, learning_rate=1e-2, warmup_steps=0, num_workers=2,
+                    checkpoint_every=2, log_every=1, eval_every=4, max_failures=1)
+    plan = plan_lapt(tmp_path / "model", tmp_path / "model", settings, target_files=[tmp_path / "it.txt"],
+                     source_files=[tmp_path / "en.txt"], output_dir=tmp_path / "out", run_name="killed",
+                     storage_path=tmp_path / "ray", energy_country="ITA")
+    marker = tmp_path / "killed"
+    try:
+        result = fit_lapt(_meter_worker_killed_once(step=3, marker=str(marker)), plan)
+    finally:
+        ray.shutdown()
+    assert marker.exists() and result.steps == 4
+    energy = result.energy
+    assert energy["before_restart_kwh"] > 0, "the first attempt's energy was lost"
+    assert energy["kwh"] > energy["before_restart_kwh"]
