@@ -169,6 +169,7 @@ def _no_output_no_registry(tmp_path: Path) -> None:
         ("missing word list", {"init.mode": "expand", "tokenizer.protect_lexicon": "/nonexistent/words.txt"},
          "tokenizer.protect_lexicon"),
         ("missing pretrained tokenizer", {"tokenizer.pretrained": "/nonexistent/tokenizer"}, "tokenizer.pretrained"),
+        ("unknown grid country", {"tracking.country_iso_code": "XYZ"}, "tracking.country_iso_code"),
     ],
 )
 def test_bad_input_fails_early(tmp_path, tiny_model, corpora, monkeypatch, case, extra, message):
@@ -327,3 +328,23 @@ def test_adapt_uses_a_pretrained_target_tokenizer_instead_of_training_one(tmp_pa
     assert len(adapted) < 600  # the pretrained vocabulary (450 and the source's special tokens), not vocab_size
     line = corpora["it.validation"].read_text(encoding="utf-8").splitlines()[0]
     assert adapted.tokenize(line) == pretrained.tokenize(line)
+
+
+def test_adapt_with_energy_off_measures_nothing(tmp_path, tiny_model, corpora, monkeypatch):
+    import mlflow
+
+    from vocadapt.platform import energy
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(energy, "_start_tracker", lambda *a: pytest.fail("started a tracker with tracking.energy off"))
+    extra = {"init.methods": "[fvt]", "lapt.enabled": "false", "tracking.register_best": "false",
+             "tracking.energy": "false", "tracking.country_iso_code": "XYZ"}  # not even checked when off
+    overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **extra)
+    result = _adapt([a for o in overrides for a in ("--set", o)], env={"MLFLOW_TRACKING_URI": ""})
+    assert result.exit_code == 0, result.output
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
+    assert len(runs) == 2
+    for run in runs:
+        assert not [k for k in run.data.metrics if k.startswith(("energy.", "emissions."))], run.info.run_name
+        assert not [k for k in run.data.tags if k.startswith("vocadapt.energy")]
