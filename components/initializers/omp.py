@@ -1,0 +1,129 @@
+"""OMP (mergekit tokensurgeon v2, arXiv 2506.06607): each new token's helper vector is approximated by orthogonal
+matching pursuit over the shared tokens' helper vectors, and the same coefficients combine those tokens' source
+rows (recovery-and-new-initialisers §2)."""
+
+from __future__ import annotations
+
+import torch
+
+from vocadapt.components.initializers import InitProblem, register_initializer
+from vocadapt.components.initializers._common import (
+    RoleSharedCache,
+    gaussian_rows,
+    helper_rows,
+    ids_key,
+    overlap_pairs,
+    require_helper,
+)
+
+HELPERS = ("model", "vectors", "fasttext")
+# Queries per batched pursuit: the (n, d, k) orthonormal basis stays under 2^26 floats (256 MB in float32).
+BASIS_FLOATS = 1 << 26
+_PURSUITS = RoleSharedCache()
+
+
+def batch_omp(targets: torch.Tensor, atoms: torch.Tensor, k: int, tolerance: float = 1e-6
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Orthogonal matching pursuit for a batch of targets at once.
+
+    targets: (n, d) vectors to approximate; atoms: (O, d) candidates (not normalised, as in tokensurgeon).
+    k: atoms per target, k <= O.
+    Returns (indices (n, k) int64 into ``atoms``, coefficients (n, k)) in the dtype of ``targets`` with
+    ``targets[i] ~= coefficients[i] @ atoms[indices[i]]``, the least-squares fit on the selected atoms.
+
+    Each step picks, for every target at once, the unused atom with the largest |<residual, atom>|, extends a
+    Gram-Schmidt QR of the selected atoms (orthogonalised twice: one pass loses orthogonality in float32 after a
+    few dozen nearly collinear atoms) and sets the residual to t - Q Q^T t; finally c = R^-1 Q^T t. An atom that
+    lies in the span of those already selected (possible once the residual is zero) gets an empty basis column and
+    coefficient zero instead of a division by a vanishing norm.
+    """
+    count, dimension = targets.shape
+    rows = torch.arange(count)
+    basis = torch.zeros(count, dimension, k, dtype=targets.dtype)
+    triangle = torch.zeros(count, k, k, dtype=targets.dtype)
+    indices = torch.zeros(count, k, dtype=torch.long)
+    used = torch.zeros(count, atoms.shape[0], dtype=torch.bool)
+    residuals = targets.clone()
+    for step in range(k):
+        correlation = (residuals @ atoms.T).abs_().masked_fill_(used, -1.0)
+        chosen = correlation.argmax(dim=1)
+        indices[:, step] = chosen
+        used[rows, chosen] = True
+        new_atom = atoms[chosen]  # (n, d)
+        previous = basis[:, :, :step]
+        projection = torch.zeros(count, step, dtype=targets.dtype)
+        orthogonal = new_atom
+        for _ in range(2):
+            part = torch.bmm(previous.transpose(1, 2), orthogonal.unsqueeze(2)).squeeze(2)  # (n, step)
+            orthogonal = orthogonal - torch.bmm(previous, part.unsqueeze(2)).squeeze(2)
+            projection = projection + part
+        norm = orthogonal.norm(dim=1)
+        independent = norm > tolerance * new_atom.norm(dim=1).clamp_min(torch.finfo(targets.dtype).tiny)
+        safe_norm = torch.where(independent, norm, torch.ones_like(norm))
+        basis[:, :, step] = orthogonal / safe_norm.unsqueeze(1) * independent.unsqueeze(1)
+        triangle[:, :step, step] = projection * independent.unsqueeze(1)
+        triangle[:, step, step] = safe_norm
+        fitted = torch.bmm(basis[:, :, : step + 1], torch.bmm(basis[:, :, : step + 1].transpose(1, 2),
+                                                                targets.unsqueeze(2))).squeeze(2)
+        residuals = targets - fitted
+    coordinates = torch.bmm(basis.transpose(1, 2), targets.unsqueeze(2))  # (n, k, 1) = Q^T t
+    coefficients = torch.linalg.solve_triangular(triangle, coordinates, upper=True).squeeze(2)
+    return indices, coefficients
+
+
+def _pursue(queries: torch.Tensor, anchors: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """batch_omp over every query, in batches that keep the basis inside BASIS_FLOATS."""
+    batch = max(1, min(512, BASIS_FLOATS // max(1, anchors.shape[1] * k)))
+    indices = torch.zeros(queries.shape[0], k, dtype=torch.long)
+    coefficients = torch.zeros(queries.shape[0], k, dtype=torch.float32)
+    for start in range(0, queries.shape[0], batch):
+        chunk = slice(start, start + batch)
+        indices[chunk], coefficients[chunk] = batch_omp(queries[chunk], anchors, k)
+    return indices, coefficients
+
+
+def effective_k(k: int, anchors: int, helper_dimension: int) -> int:
+    """k capped at the number of shared tokens with a helper vector and at half the helper's dimension.
+
+    With k near or above the dimension the residual is already zero and the extra atoms fit nothing but
+    rounding: tokensurgeon's notes report exploding coefficients for k = 128 in a 100-dimensional donor. Half
+    the dimension keeps tokensurgeon's default 64 for any donor model (d >= 128) and gives 50 for a 100-dimensional
+    fastText helper.
+    """
+    return max(1, min(k, anchors, helper_dimension // 2))
+
+
+@register_initializer("omp", needs_helper=True, helpers=HELPERS)
+def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
+    """(N, hidden): row i = sum_j c_ij source_matrix[s_j], where helper(t_i) ~= sum_j c_ij helper(shared_j) is the
+    k-atom orthogonal matching pursuit of the new token's helper vector over the shared tokens' helper vectors.
+
+    k: atoms per new token (tokensurgeon's default, 64), capped by :func:`effective_k`. The coefficients are
+        unconstrained least squares (no sum-to-one), as in tokensurgeon.
+    The pursuit reads only the helper, so an untied model's LM head reuses the input embeddings' pursuit and
+    applies its coefficients to the head's own source rows. A new token without a helper vector gets a random row
+    from N(mu, sigma^2), as in the other helper methods (tokensurgeon writes zero rows for tokens the donor lacks).
+    """
+    if k < 1:
+        raise ValueError(f"omp needs k >= 1, got {k}")
+    helper = require_helper(problem, "omp")
+    overlap_targets, overlap_sources = overlap_pairs(problem)
+    anchors, anchor_known = helper_rows(helper, overlap_targets)
+    if not bool(anchor_known.any()):
+        raise ValueError("omp found no shared token with a helper vector; check that the helper uses the target tokenizer")
+    anchors, anchor_sources = anchors[anchor_known], overlap_sources[anchor_known]
+    queries, has_vector = helper_rows(helper, problem.new_target_ids)
+    atoms_per_token = effective_k(k, anchors.shape[0], anchors.shape[1])
+
+    def compute() -> tuple[torch.Tensor, torch.Tensor]:
+        return _pursue(queries[has_vector], anchors, atoms_per_token)
+
+    key = (ids_key(problem.new_target_ids), ids_key(overlap_targets[anchor_known]), atoms_per_token)
+    indices, coefficients = _PURSUITS.get((helper, problem.target_tokenizer), key, compute)
+    anchor_rows = problem.source_matrix[anchor_sources].float()
+    rows = torch.empty(len(problem.new_target_ids), problem.source_matrix.shape[1], dtype=torch.float32)
+    rows[has_vector] = torch.nn.functional.embedding_bag(indices, anchor_rows, per_sample_weights=coefficients,
+                                                         mode="sum")
+    if not bool(has_vector.all()):
+        rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)
+    return rows

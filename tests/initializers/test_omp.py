@@ -1,0 +1,106 @@
+"""OMP: a planted sparse combination is recovered exactly, rows match a plain per-token reference of tokensurgeon's
+algorithm, k is capped below the helper's dimension, and the LM head reuses the pursuit on its own rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vocadapt.components.helpers import TokenVectors
+from vocadapt.components.initializers import InitProblem, get_initializer
+from vocadapt.components.initializers.omp import batch_omp, effective_k
+
+
+def _world(seed: int, shared: int = 200, new: int = 30, helper_dim: int = 64, hidden: int = 16):
+    """Random helper vectors for shared + new tokens, random source rows for the shared ones (identity overlap)."""
+    generator = torch.Generator().manual_seed(seed)
+    helper_vectors = torch.randn(shared + new, helper_dim, generator=generator)
+    source = torch.randn(shared, hidden, generator=generator)
+    helper = TokenVectors(helper_vectors, torch.ones(shared + new, dtype=torch.bool), "vectors", "test")
+    return helper, source, {token: token for token in range(shared)}, list(range(shared, shared + new))
+
+
+def _problem(source, new_ids, overlap, helper, role="input"):
+    return InitProblem(source_matrix=source, new_target_ids=torch.tensor(new_ids), overlap=overlap,
+                       source_tokenizer=None, target_tokenizer=object(), helper=helper, role=role)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 10_000), sparsity=st.integers(1, 6), extra=st.integers(0, 4))
+def test_omp_recovers_a_planted_sparse_combination(seed, sparsity, extra):
+    """A new token whose helper vector is an exact combination of `sparsity` shared tokens' vectors gets exactly
+    that combination of their source rows, also when k asks for more atoms than were planted."""
+    helper, source, overlap, new_ids = _world(seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    support = torch.stack([torch.randperm(len(overlap), generator=generator)[:sparsity] for _ in new_ids])
+    weights = (torch.rand(len(new_ids), sparsity, generator=generator) + 0.5) * torch.sign(
+        torch.randn(len(new_ids), sparsity, generator=generator))
+    helper.vectors[new_ids] = torch.einsum("ns,nsd->nd", weights, helper.vectors[support])
+    rows = get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=sparsity + extra)
+    expected = torch.einsum("ns,nsh->nh", weights, source[support])
+    assert torch.allclose(rows, expected, atol=1e-4), (rows - expected).abs().max()
+
+
+def _reference_omp(target: np.ndarray, atoms: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:
+    """tokensurgeon's algorithm written plainly, one token, float64: pick the unused atom with the largest
+    |<residual, atom>|, refit the target on every atom picked so far by least squares, repeat k times."""
+    chosen: list[int] = []
+    residual = target.copy()
+    coefficients = np.zeros(0)
+    for _ in range(k):
+        scores = np.abs(atoms @ residual)
+        scores[chosen] = -np.inf
+        chosen.append(int(np.argmax(scores)))
+        coefficients = np.linalg.lstsq(atoms[chosen].T, target, rcond=None)[0]
+        residual = target - atoms[chosen].T @ coefficients
+    return chosen, coefficients
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_omp_rows_match_a_per_token_reference(seed):
+    helper, source, overlap, new_ids = _world(seed, shared=120, new=25, helper_dim=40, hidden=12)
+    k = 12
+    rows = get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=k)
+    atoms = helper.vectors[: len(overlap)].double().numpy()
+    for row, token in zip(rows, new_ids):
+        chosen, coefficients = _reference_omp(helper.vectors[token].double().numpy(), atoms, k)
+        expected = coefficients @ source[chosen].double().numpy()
+        np.testing.assert_allclose(row.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    indices, _ = batch_omp(helper.vectors[new_ids[:1]], helper.vectors[: len(overlap)], k)
+    assert indices[0].tolist() == _reference_omp(helper.vectors[new_ids[0]].double().numpy(), atoms, k)[0]
+
+
+def test_k_is_capped_below_the_helper_dimension_and_the_shared_tokens():
+    assert effective_k(64, 20_000, 4096) == 64  # tokensurgeon's default stands for a donor model
+    assert effective_k(64, 20_000, 100) == 50  # a 100-dimensional fastText helper: half its dimension
+    assert effective_k(64, 10, 300) == 10 and effective_k(64, 5, 1) == 1
+    helper, source, overlap, new_ids = _world(3, shared=150, helper_dim=16)
+    # Without the cap, k = 64 atoms in 16 dimensions: the fit is exact after 16 and the rest fit rounding.
+    rows = get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=64)
+    assert torch.isfinite(rows).all() and rows.norm(dim=1).max() < 20 * source.norm(dim=1).mean()
+
+
+def test_head_reuses_the_pursuit_with_its_own_rows_and_tokens_without_vectors_get_random_rows():
+    helper, source, overlap, new_ids = _world(4)
+    helper.known[new_ids[0]] = False
+    head = torch.randn(source.shape, generator=torch.Generator().manual_seed(9))
+    method = get_initializer("omp").function
+    input_rows = method(_problem(source, new_ids, overlap, helper), k=8)
+    head_rows = method(_problem(head, new_ids, overlap, helper, role="output"), k=8)
+    indices, coefficients = batch_omp(helper.vectors[new_ids[1:]], helper.vectors[: len(overlap)], 8)
+    assert torch.allclose(head_rows[1:], torch.einsum("nk,nkh->nh", coefficients, head[indices]), atol=1e-5)
+    assert torch.allclose(input_rows[1:], torch.einsum("nk,nkh->nh", coefficients, source[indices]), atol=1e-5)
+    assert torch.isfinite(input_rows[0]).all() and not torch.equal(input_rows[0], head_rows[0])
+
+
+def test_omp_without_a_helper_or_with_k_below_one_is_refused():
+    from vocadapt.components.initializers import MissingHelperError
+
+    helper, source, overlap, new_ids = _world(5)
+    with pytest.raises(MissingHelperError):
+        get_initializer("omp").function(_problem(source, new_ids, overlap, None))
+    with pytest.raises(ValueError, match="k >= 1"):
+        get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=0)
