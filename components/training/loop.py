@@ -22,10 +22,12 @@ from vocadapt.components.metrics.bits_per_byte import bits_per_byte
 from vocadapt.components.training.data import LaptData, PackedMixture
 from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine
 from vocadapt.components.training.mtp import MultiTokenPrediction
+from vocadapt.components.training.objectives import Distillation, LaptObjective, objective_terms
 from vocadapt.components.training.settings import LaptSettings
 from vocadapt.components.training.strategies import (
-    Stage, add_lora, base_causal_lm, count_parameters, merge_lora, plan_stages, set_trainable, uses_lora)
-from vocadapt.components.training.throughput import compile_decoder_layers, detect_peak_flops, flops_per_token
+    Stage, add_lora, count_parameters, merge_lora, plan_stages, set_trainable, uses_lora)
+from vocadapt.components.training.throughput import (
+    compile_decoder_layers, detect_peak_flops, forward_flops_per_token, training_flops)
 
 CheckpointHook = Callable[[int, Callable[[Path], None], dict], None]
 
@@ -58,8 +60,10 @@ class _Run:
     checkpoint_hook: CheckpointHook | None
     step_hook: Callable[[int, dict], None] | None
     total_steps: int
-    flops_per_token: float
+    objective: LaptObjective
     peak_flops: float | None
+    flops_per_token: float = 0.0  # the student's training FLOPs per token in the current stage
+    teacher_flops_per_token: float = 0.0  # the teacher's forward FLOPs per teacher token (distillation)
     step: int = 0
     tokens: int = 0
     stage_index: int = 0
@@ -71,7 +75,8 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
                checkpoint_hook: CheckpointHook | None = None, resume_state: str | Path | None = None,
                eval_documents: dict[str, list[str]] | None = None,
                engine_factory: EngineFactory | None = None,
-               step_hook: Callable[[int, dict], None] | None = None) -> LaptResult:
+               step_hook: Callable[[int, dict], None] | None = None,
+               distillation: Distillation | None = None) -> LaptResult:
     """Continue pre-training ``model`` on the mixed, packed ``data``; see the package docstring for the rest.
 
     settings: LaptSettings (the config's ``lapt`` section is one), or a mapping of its fields, validated (unknown
@@ -79,6 +84,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     called every ``checkpoint_every`` steps; ``write(directory)`` saves weights, optimizer, scheduler, data position
     and RNG there. resume_state: a directory ``write`` filled; training continues after its step.
     step_hook(step, metrics) runs on every rank after every optimizer step (progress bars, fault injection).
+    distillation: the teacher (the source model with its own tokenizer) for objectives with a 'distill' term.
     """
     if not isinstance(settings, LaptSettings):
         settings = LaptSettings.model_validate(settings)
@@ -87,13 +93,18 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     lm = add_lora(model, settings) if uses_lora(settings) else model
     if settings.compile_backend:
         compile_decoder_layers(lm, settings.compile_backend)
-    module = MultiTokenPrediction(lm) if settings.objective == "mtp" else lm
+    module = MultiTokenPrediction(lm) if "mtp" in objective_terms(settings.objective) else lm
+    if distillation is not None:
+        distillation.to(next(lm.parameters()).device)
+    objective = LaptObjective(settings.objective, distillation=distillation, distill_weight=settings.distill_weight)
     run = _Run(settings, lm, module, tokenizer,
                PackedMixture(data, tokenizer, mixing=settings.mixing, sequence_length=settings.sequence_length,
                              seed=settings.seed, rank=rank, world_size=world_size),
                logger or NullLogger(), rank, world_size, eval_documents or {}, checkpoint_hook, step_hook,
-               settings.total_steps(world_size), flops_per_token(base_causal_lm(lm), settings.sequence_length),
-               settings.peak_flops or detect_peak_flops())
+               settings.total_steps(world_size), objective, settings.peak_flops or detect_peak_flops())
+    if distillation is not None:
+        teacher_length = settings.teacher_max_length or settings.sequence_length
+        run.teacher_flops_per_token = forward_flops_per_token(distillation.teacher, teacher_length)
     resume_state = Path(resume_state) if resume_state else None
     if resume_state:
         _load_loop_state(run, resume_state)
@@ -119,6 +130,9 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
     extra = list(run.module.extra_head.parameters()) if isinstance(run.module, MultiTokenPrediction) else []
     params = set_trainable(run.lm, stage.kind, extra)
     run.trainable[stage.kind] = count_parameters(params)
+    # frozen matrices cost 4 FLOPs per parameter and token, trained ones 6: the count follows the stage
+    extra_heads = [run.module.extra_head] if isinstance(run.module, MultiTokenPrediction) else []
+    run.flops_per_token = training_flops(run.lm, run.settings.sequence_length, extra_heads).per_token
     spec = EngineSpec(stage.learning_rate, stage.warmup_steps, stage.steps, stage.schedule,
                       run.settings.min_lr_ratio, run.settings.weight_decay, run.settings.max_grad_norm,
                       run.settings.grad_accumulation_steps)
@@ -147,41 +161,59 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
 
 
 def _train_step(run: _Run, engine, stage: Stage) -> dict[str, float]:
-    """One optimizer step over grad_accumulation_steps micro-batches. Returns this step's metrics."""
+    """One optimizer step over grad_accumulation_steps micro-batches. Returns this step's metrics.
+
+    ``loss`` is the next-token loss whatever the objective, so curves stay comparable across objectives; the loss
+    that was back-propagated is ``objective_loss``, and each term is logged on its own (``distill_loss``, ...).
+    """
     settings, started = run.settings, time.perf_counter()
-    loss_sum = None  # next-token loss summed over micro-batches, kept on the device: no sync per micro-batch
+    sums: dict[str, torch.Tensor] = {}  # each term summed over micro-batches, kept on the device: no sync per batch
     stream_tokens = {name: 0 for name in run.mixture.names}
+    teacher_tokens = 0
     for _ in range(settings.grad_accumulation_steps):
         batch = run.mixture.next_batch(settings.batch_size)
         device = next(run.module.parameters()).device
         with engine.micro_batch():  # DDP: no gradient all-reduce before the window's last micro-batch
-            # use_cache=False: a training forward must not build a KV cache (memory, and under torch.compile its
-            # per-layer state made every decoder layer recompile until dynamo's limit left most of them eager)
-            out = engine.module(input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device),
-                                labels=batch.input_ids.to(device), use_cache=False)
+            # a training forward never builds a KV cache (memory, and under torch.compile its per-layer state made
+            # every decoder layer recompile until dynamo's limit left most of them eager): the objective passes
+            # use_cache=False; its losses never hold the batch x length x vocabulary logits of the next batch
+            out = run.objective(engine.module, batch.input_ids.to(device), batch.attention_mask.to(device))
             engine.backward(out.loss)
         engine.step()
-        loss = getattr(out, "next_token_loss", out.loss).detach().float()
-        loss_sum = loss if loss_sum is None else loss_sum + loss
-        del out  # its logits (batch x length x vocab) must not live on through the next micro-batch's forward
+        terms = {"objective_loss": out.loss.detach().float(), **out.terms}
+        for name, value in terms.items():
+            sums[name] = value if name not in sums else sums[name] + value
+        teacher_tokens += out.teacher_tokens
+        del out
         for name, row in zip(batch.streams, batch.attention_mask):
             stream_tokens[name] += int(row.sum())  # real tokens only: padding would be zeros here
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     seconds = time.perf_counter() - started
-    counts = torch.tensor([float(loss_sum), settings.grad_accumulation_steps, *stream_tokens.values()],
-                          dtype=torch.float64)
-    if run.world_size > 1:  # every rank's tokens count; the loss is the mean over ranks
+    names = sorted(sums)
+    counts = torch.tensor([*(float(sums[name]) for name in names), float(teacher_tokens),
+                           settings.grad_accumulation_steps, *stream_tokens.values()], dtype=torch.float64)
+    if run.world_size > 1:  # every rank's tokens count; the losses are the means over ranks
         torch.distributed.all_reduce(counts)
-    real_tokens = int(counts[2:].sum())
+    terms = dict(zip(names, counts[: len(names)].tolist()))
+    teacher_total, micro_batches = float(counts[len(names)]), float(counts[len(names) + 1])
+    stream_counts = counts[len(names) + 2:]
+    real_tokens = int(stream_counts.sum())
     run.tokens += real_tokens
     per_device = real_tokens / seconds / run.world_size
-    metrics = {"loss": float(counts[0] / counts[1]), "learning_rate": engine.learning_rate(),
+    metrics = {"loss": terms.pop("next_token_loss") / micro_batches, "learning_rate": engine.learning_rate(),
                "tokens_per_second": real_tokens / seconds, "tokens_per_second_per_device": per_device,
                "tokens": float(run.tokens), "stage": float(run.stage_index)}
-    metrics.update({f"token_share_{name}": float(c / real_tokens) for name, c in zip(stream_tokens, counts[2:])})
+    metrics.update({name: value / micro_batches for name, value in terms.items()})
+    metrics.update({f"token_share_{name}": float(c / real_tokens) for name, c in zip(stream_tokens, stream_counts)})
+    if teacher_total:
+        metrics["teacher_tokens_per_second"] = teacher_total / seconds
     if run.peak_flops:
         metrics["mfu"] = run.flops_per_token * per_device / run.peak_flops
+        if teacher_total:  # the teacher's forward passes, reported apart from the student's training
+            teacher = run.teacher_flops_per_token * teacher_total / seconds / run.world_size / run.peak_flops
+            metrics["mfu_teacher"] = teacher
+            metrics["mfu_with_teacher"] = metrics["mfu"] + teacher
     return metrics
 
 

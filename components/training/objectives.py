@@ -102,10 +102,10 @@ class LaptObjective:
         terms = {"distill_loss": distilled.loss.detach().float(),
                  "distill_groups": distilled.groups.detach().float()}
         loss = distilled.loss
+        keep = (attention_mask[:, 1:] * attention_mask[:, :-1]).to(s_logp.dtype)
+        next_token = -(s_logp[:, 1:] * keep).sum() / keep.sum().clamp(min=1)
+        terms["next_token_loss"] = next_token.detach().float()  # logged under every objective, trained under clm
         if "clm" in self.terms:
-            keep = (attention_mask[:, 1:] * attention_mask[:, :-1]).to(s_logp.dtype)
-            next_token = -(s_logp[:, 1:] * keep).sum() / keep.sum().clamp(min=1)
-            terms["next_token_loss"] = next_token.detach().float()
             clm = next_token
             if "mtp" in self.terms:
                 second = causal_lm_loss(hidden[:, :-1], _unwrapped(module).extra_head, input_ids[:, 1:],

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from vocadapt.components.typed_settings import StrictSettings
 
 Strategy = Literal["full", "lora", "two-stage", "2x2-ls"]
-Objective = Literal["clm", "mtp"]
+Objective = Literal["clm", "mtp", "distill", "clm+distill", "mtp+distill"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
 STREAMS = ("target", "source")
@@ -32,7 +32,26 @@ class LaptSettings(StrictSettings):
     )
     objective: Objective = Field(
         "clm", description="'clm' next-token loss; 'mtp' adds one extra head, initialised from the LM head, that "
-        "predicts the token after next ('0.01GB' §5)."
+        "predicts the token after next ('0.01GB' §5); 'distill' matches the likelihoods the source model (the "
+        "teacher, frozen, with its own tokenizer, on the same text) gives to chunks of text both tokenizations "
+        "cover (ALM, Minixhofer et al. 2025); 'clm+distill' and 'mtp+distill' add distill_weight x that loss."
+    )
+    distill_weight: float = Field(
+        1.0, ge=0, description="Weight of the distillation loss next to the next-token loss ('clm+distill', "
+        "'mtp+distill')."
+    )
+    distill_temperature: float = Field(
+        100.0, gt=0, description="ALM's temperature: a power 1/T on each chunk's probability before the binary "
+        "divergence (tokenkit's binarization_temp, 100)."
+    )
+    distill_threshold: float | None = Field(
+        0.1, gt=0, lt=1, description="ALM's debiasing: chunks merge until the teacher gives a new word at least "
+        "this probability, and each side adds its own probability of a word start after the group (tokenkit's "
+        "merge_by_space_prob+append_space, 0.1); null: every chunk on its own, no debiasing."
+    )
+    teacher_max_length: int | None = Field(
+        None, ge=8, description="Longest teacher row in tokens under distillation (the teacher's tokenizer may need "
+        "more tokens than the student's for the same text; chunks past it are left out); null: no limit."
     )
     max_steps: int | None = Field(
         20, ge=0, description="Optimizer steps; with max_tokens, whichever ends first (0 and no max_tokens: no LAPT)."
@@ -113,6 +132,11 @@ class LaptSettings(StrictSettings):
         if not self.has_budget:
             raise ValueError("LAPT needs a budget: set max_steps or max_tokens to a positive number")
         return self
+
+    @property
+    def distills(self) -> bool:
+        """Whether a teacher takes part (the objective has a 'distill' term)."""
+        return "distill" in self.objective.split("+")
 
     @property
     def has_budget(self) -> bool:

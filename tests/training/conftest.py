@@ -19,3 +19,20 @@ def tokenizer():
 @pytest.fixture()
 def tiny_model(tokenizer):
     return make_model(len(tokenizer))
+
+
+@pytest.fixture(scope="session")
+def gloo_process_group():
+    """One single-rank gloo process group for every CPU DeepSpeed test of the session. DeepSpeed caches the groups
+    it derives from the first one, so a group destroyed and made again between test modules breaks the next
+    engine ("Group ... is not registered"): it is made once and destroyed at the end of the session."""
+    import torch
+
+    from vocadapt.platform.deepspeed_config import init_single_process
+
+    already = torch.distributed.is_initialized()
+    if not already:
+        init_single_process("gloo")
+    yield
+    if not already and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()

@@ -15,15 +15,9 @@ pytestmark = pytest.mark.timeout(600)
 DATA = LaptData({"target": ITALIAN, "source": ENGLISH})
 
 
-@pytest.fixture(scope="module")
-def process_group():
-    from vocadapt.platform.deepspeed_config import init_single_process
-
-    already = torch.distributed.is_initialized()
-    init_single_process("gloo")
-    yield
-    if not already:
-        torch.distributed.destroy_process_group()
+@pytest.fixture()
+def process_group(gloo_process_group):
+    return gloo_process_group
 
 
 def _settings():
