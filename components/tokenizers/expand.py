@@ -28,8 +28,12 @@ import numpy as np
 
 from vocadapt.components.tokenizers._backend import backend_json, piece_encoding, scheme_of
 from vocadapt.components.tokenizers._merges import MergeTable, ProtectedWords, plan_merges
+from vocadapt.components.tokenizers._source_splits import SourceSplits
 from vocadapt.components.tokenizers.canonical import CanonicalToken, canonical_index, canonical_tokens
 from vocadapt.components.tokenizers.fertility import count_tokens
+
+
+SPLITS_REASON = "would join digits, spaces or symbols the source keeps apart"
 
 
 @dataclass
@@ -104,6 +108,7 @@ def expand_vocabulary(
     max_new_tokens: int | None = None,
     protect: Sequence[str] | ProtectedWords | None = None,
     protect_words: Iterable[str] | None = None,
+    keep_source_splits: bool = True,
 ) -> VocabularyExpansion:
     """Append candidate tokens (in order) to a BPE tokenizer, each with the merges that make it reachable.
 
@@ -118,6 +123,9 @@ def expand_vocabulary(
         protect_words: a source-language lexicon (a word list such as Debian's ``wamerican``): each word is
             protected as written, lower-case, capitalised and upper-case, after a space and without one, so that
             English text never seen in ``protect`` keeps its tokenization too (see :func:`lexicon_texts`).
+        keep_source_splits: refuse new tokens that join what no source token joins (two digits, a space and a
+            digit, a run of spaces or symbols the source splits), so numbers, dates, versions, prices and code keep
+            their source tokenization without being listed (see :class:`SourceSplits`). On by default.
 
     Raises:
         ValueError: the tokenizer is not a BPE model this module can extend.
@@ -140,7 +148,8 @@ def expand_vocabulary(
         guard = protected_source_text(source_tokenizer, protect or [], protect_words)
     else:
         guard = None
-    added, intermediates, skipped = _grow(table, spelled, max_new_tokens, guard)
+    splits = SourceSplits(source_tokenizer) if keep_source_splits else None
+    added, intermediates, skipped = _grow(table, spelled, max_new_tokens, guard, splits)
     tokenizer, ids = _build(source_tokenizer, data, added, table.added)
     position = {token: token_id for token, token_id in zip(added, ids)}
     return VocabularyExpansion(
@@ -210,7 +219,8 @@ def _pre_tokens(source_tokenizer: Any, documents: Sequence[str]) -> set[str]:
     return words
 
 
-def _grow(table: MergeTable, spelled: Sequence[str | None], budget: int | None, guard: ProtectedWords | None):
+def _grow(table: MergeTable, spelled: Sequence[str | None], budget: int | None, guard: ProtectedWords | None,
+          splits: SourceSplits | None = None):
     """Add candidates one by one; keep each only if BPE replay produces it (and everything before still works)."""
     added: list[str] = []
     intermediates: list[str] = []
@@ -239,6 +249,9 @@ def _grow(table: MergeTable, spelled: Sequence[str | None], budget: int | None, 
             skipped["over the budget of new tokens"] += 1
             continue
         appended = [pair for pair in dict.fromkeys(merges) if pair not in table.ranks]
+        if splits is not None and any(splits.refuses(piece) for piece in new):
+            skipped[SPLITS_REASON] += 1
+            continue
         if guard is not None and guard.changed_by(appended, new, characters):
             skipped["would change protected source-language text"] += 1
             continue
