@@ -459,6 +459,7 @@ def continue_pretraining(
         tracking_uri=tracker.tracking_uri,
         mlflow_run_id=run_id,
         energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
+        teacher_dir=inputs.source_model,  # a 'distill' objective distils from the source model (or lapt.teacher)
     )
     return result
 

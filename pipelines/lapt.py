@@ -32,6 +32,10 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
     if not model_dir.is_dir():
         raise UserError(f"model {model_dir} is not a local folder; pass --model with a saved model folder "
                         "(run `vocadapt assets` for the embedded default)")
+    teacher_dir = Path(config.lapt.teacher or inputs.source_model)
+    if config.lapt.distills and not teacher_dir.is_dir():
+        raise UserError(f"lapt.teacher {teacher_dir} is not a local folder; the 'distill' objective needs the model "
+                        "to distil from (a folder with its weights and tokenizer; default: the source model)")
     workdir = Path(config.output_dir) / config.name
     held_out = {"target": read_documents(inputs.target_validation, config.evaluation.max_documents),
                 "source": read_documents(inputs.source_validation, config.evaluation.max_documents)}
@@ -45,6 +49,7 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
             storage_path=config.lapt.storage_path or (workdir / "ray").resolve(),
             tracking_uri=tracker.tracking_uri, mlflow_run_id=run.info.run_id,
             energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
+            teacher_dir=teacher_dir,
         )
         energy = EnergyLedger(config.tracking.country_iso_code)
         if result.energy:  # measured in the Ray workers, summed over nodes

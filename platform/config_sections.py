@@ -55,6 +55,11 @@ class LaptSection(LaptSettings, Section):
         "<output_dir>/<name>/ray. A rerun with the same run name resumes from the latest checkpoint there."
     )
     max_failures: int = Field(2, ge=-1, description="Worker failures Ray Train recovers from (-1: unlimited).")
+    teacher: str | None = Field(
+        None, description="Under a 'distill' objective, the model to distil from: a local folder with its "
+        "tokenizer (safetensors weights; no remote code). Default: the source model (source.model), the "
+        "self-distillation of tokenizer transfer."
+    )
     deepspeed: DeepSpeedSection = Field(default_factory=DeepSpeedSection)
 
     @model_validator(mode="after")

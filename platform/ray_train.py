@@ -120,7 +120,7 @@ def plan_lapt(
     target_files: list[str | Path], source_files: list[str | Path] | None = None,
     eval_documents: dict[str, list[str]] | None = None, output_dir: str | Path, run_name: str,
     storage_path: str | Path | None = None, tracking_uri: str | None = None, mlflow_run_id: str | None = None,
-    energy_country: str | None = None,
+    energy_country: str | None = None, teacher_dir: str | Path | None = None,
 ) -> LaptPlan:
     """Check the inputs of a LAPT run (files exist, every stream with a share has text) before Ray starts.
 
@@ -128,8 +128,16 @@ def plan_lapt(
     source_files: the LAPT text per stream (``settings.train_files`` wins when set; a stream in
     ``settings.datasets`` reads that Hugging Face dataset instead, each worker loading and streaming its own part).
     energy_country: measure the run's energy and CO2 on this grid (ISO alpha-3 code); None measures nothing.
+    teacher_dir: the model to distil from under a 'distill' objective (``lapt.teacher`` wins when set).
     """
     section = lapt_section(settings)
+    teacher_dir = section.teacher or teacher_dir
+    if section.distills and not teacher_dir:
+        raise ConfigError(f"lapt.objective {section.objective!r} distils from a teacher, but none was given; set "
+                          "lapt.teacher to a model folder (adapt and lapt use the source model by default)")
+    if section.distills and not Path(teacher_dir).is_dir():
+        raise ConfigError(f"lapt.teacher {teacher_dir} is not a local folder; give a folder with the teacher's "
+                          "weights (safetensors) and tokenizer")
     files = section.train_files or {"target": [str(p) for p in target_files],
                                     "source": [str(p) for p in source_files or []]}
     datasets = section.datasets or {}
@@ -140,6 +148,7 @@ def plan_lapt(
         "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
         "settings": section, "train_files": files, "eval_documents": eval_documents or {},
         "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id, "energy_country": energy_country,
+        "teacher_dir": str(Path(teacher_dir).resolve()) if section.distills else None,
     }
     return LaptPlan(section, loop_config, run_name, storage, Path(output_dir))
 
@@ -274,6 +283,7 @@ def lapt_worker(config: dict) -> None:
     tokenizer = AutoTokenizer.from_pretrained(config["tokenizer_dir"])
     model = AutoModelForCausalLM.from_pretrained(config["model_dir"], dtype=torch.float32)
     model.to(ray.train.torch.get_device())
+    distillation = _teacher(config, settings, tokenizer, torch)
     data = training.LaptData.from_sources(config["train_files"], settings.datasets)
     logger = NullLogger()
     if rank == 0 and config["tracking_uri"] and config["mlflow_run_id"]:
@@ -289,8 +299,25 @@ def lapt_worker(config: dict) -> None:
             resume_state=resume_dir, eval_documents=config["eval_documents"],
             engine_factory=_engine_factory(settings),
             step_hook=_progress_bar(rank, settings.total_steps(ray.train.get_context().get_world_size())),
+            distillation=distillation,
         )
     _report_final(result, tokenizer, rank, energy.total(stop=True))
+
+
+def _teacher(config: dict, settings: LaptSection, student_tokenizer, torch):
+    """The frozen teacher of a 'distill' objective (bf16 on a GPU), or None."""
+    if not settings.distills:
+        return None
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vocadapt.components.training.objectives import Distillation
+
+    folder = config["teacher_dir"]
+    dtype = torch.bfloat16 if settings.use_gpu else torch.float32
+    teacher = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, use_safetensors=True, trust_remote_code=False)
+    teacher_tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    return Distillation(teacher, teacher_tokenizer, student_tokenizer, max_teacher_length=settings.teacher_max_length,
+                        temperature=settings.distill_temperature, threshold=settings.distill_threshold)
 
 
 ENERGY_FILE = "energy.json"

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from vocadapt.components.training.alm import alm_loss, sequence_scores, word_start_mask
+from vocadapt.components.training.alm import (
+    TEMPERATURE, WORD_START_THRESHOLD, alm_loss, sequence_scores, word_start_mask)
 from vocadapt.components.training.distill_data import TeacherView
 from vocadapt.components.training.token_logprobs import causal_lm_loss, next_token_logprobs
 
@@ -48,10 +49,9 @@ class Distillation:
     word-start masks both sides need for ALM's debiasing."""
 
     def __init__(self, teacher: nn.Module, teacher_tokenizer, student_tokenizer, *,
-                 max_teacher_length: int | None = None, temperature: float | None = None,
-                 threshold: float | None = None, slab: int | None = None) -> None:
-        from vocadapt.components.training import alm
-
+                 max_teacher_length: int | None = None, temperature: float = TEMPERATURE,
+                 threshold: float | None = WORD_START_THRESHOLD, slab: int | None = None) -> None:
+        """threshold: ALM's debiasing (None: every chunk on its own, no word-start term)."""
         self.teacher = teacher.eval()
         for param in self.teacher.parameters():
             param.requires_grad_(False)
@@ -59,8 +59,7 @@ class Distillation:
         rows = teacher.get_input_embeddings().weight.shape[0]
         self.teacher_word_starts = word_start_mask(teacher_tokenizer, rows)
         self.student_word_starts = word_start_mask(student_tokenizer)
-        self.temperature = temperature or alm.TEMPERATURE
-        self.threshold = alm.WORD_START_THRESHOLD if threshold is None else threshold
+        self.temperature, self.threshold = temperature, threshold
         self.slab = slab
 
     def to(self, device) -> Distillation:
