@@ -119,7 +119,12 @@ def test_every_dimension_the_papers_vary_is_sweepable(tmp_path):
         "base: base.yaml\nsearch_space:\n  init.methods: {grid: [random, fvt]}\n"
         "  tokenizer.vocab_size: {grid: [1024, 4096]}\n  init.mode: {grid: [replace, expand]}\n"
         "  lapt.strategy: {choice: [full, lora]}\n  lapt.learning_rate: {loguniform: [1.0e-5, 1.0e-3]}\n"
-        "  tokenizer.expand_top_k: {grid: [50, 5000]}\n")))  # k new tokens ('0.01GB' §7.4)
-    assert len(validate_sweep(sweep)) == 16
+        "  tokenizer.expand_top_k: {grid: [50, 5000]}\n"  # k new tokens ('0.01GB' §7.4)
+        "  lapt.objective: {grid: [clm, clm+distill]}\n")))  # recovery by distillation from the source model
+    grid = validate_sweep(sweep)
+    assert len(grid) == 32
+    trials = [trial_experiment(sweep.base_tree(), assignment) for assignment in grid]
+    assert {trial.lapt.objective for trial in trials} == {"clm", "clm+distill"}
+    assert {trial.lapt.distills for trial in trials} == {False, True}
     with pytest.raises(ConfigError, match="lapt.strategy.*'sideways'"):
         load_sweep_config(_write(tmp_path, "base: base.yaml\nsearch_space: {lapt.strategy: {choice: [sideways]}}\n"))
