@@ -1,32 +1,18 @@
-"""``vocadapt submit``: run any vocadapt command as a job on a Ray cluster."""
+"""``vocadapt submit``: run any vocadapt command as a job on a Ray cluster, following its logs to the end.
+
+``vocadapt submit --status ID``, ``--logs ID`` and ``--stop ID`` read or stop a job submitted earlier.
+"""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from vocadapt.cli.errors import user_errors
-
-# What the job's working directory upload leaves out: caches, virtual environments, run outputs, stores.
-EXCLUDES = [".git", ".venv", "**/__pycache__", "runs", "mlruns", "mlartifacts", "*.db", "*.egg-info", ".pytest_cache"]
-
-
-def job_spec(command: list[str], *, working_dir: Path, requirements: list[str] | None = None,
-             env: dict[str, str] | None = None) -> dict:
-    """The entrypoint and runtime_env of a Ray job running ``vocadapt <command>`` from ``working_dir``."""
-    if not command:
-        raise ValueError("nothing to submit: give the vocadapt command to run, e.g. `vocadapt submit -- lapt "
-                         "configs/italian-smollm2.yaml`")
-    runtime_env: dict = {"working_dir": str(working_dir), "excludes": EXCLUDES, "env_vars": dict(env or {})}
-    if requirements:
-        runtime_env["pip"] = requirements
-    # the uploaded working dir is the repository: install it (not its dependencies, which runtime_env pins) so
-    # the four folders import as `vocadapt`, then run the command
-    entrypoint = "pip install --quiet --no-deps . && vocadapt " + " ".join(shlex.quote(part) for part in command)
-    return {"entrypoint": entrypoint, "runtime_env": runtime_env}
+from vocadapt.components.errors import UserError
+from vocadapt.platform.jobs import EXCLUDES, job_spec  # noqa: F401  (re-exported: what a job runs is defined there)
 
 
 def pinned_requirements(pyproject: Path) -> list[str]:
@@ -34,8 +20,31 @@ def pinned_requirements(pyproject: Path) -> list[str]:
     import tomllib
 
     if not pyproject.is_file():
-        raise FileNotFoundError(f"{pyproject} not found; run `vocadapt submit` from the repository root")
+        raise UserError(f"{pyproject} not found; run `vocadapt submit` from the repository root or pass --working-dir")
     return list(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"])
+
+
+def job_env(names: list[str]) -> dict[str, str]:
+    """``--env NAME=VALUE`` or ``--env NAME`` (the value of NAME here) as the job's environment variables."""
+    import os
+
+    env = {}
+    for item in names:
+        name, given, value = item.partition("=")
+        if not given and name not in os.environ:
+            raise UserError(f"--env {name}: {name} is not set here; give --env {name}=VALUE or export it first")
+        env[name] = value if given else os.environ[name]
+    return env
+
+
+def check_command(command: list[str]) -> None:
+    """The first word must be a vocadapt command, before anything is uploaded."""
+    from vocadapt.cli.app import app
+
+    known = sorted(c.name for c in app.registered_commands if c.name)
+    if command and command[0] not in known:
+        raise UserError(f"{command[0]!r} is not a vocadapt command; the job runs `vocadapt <command> ...` with "
+                        f"<command> one of: {', '.join(known)} (e.g. `vocadapt submit -- lapt configs/x.yaml`)")
 
 
 def register(app: typer.Typer) -> None:
@@ -47,34 +56,69 @@ def register(app: typer.Typer) -> None:
         working_dir: Path = typer.Option(Path("."), "--working-dir", help="Repository root uploaded as the job's "
                                          "working directory."),
         install: bool = typer.Option(True, "--install/--no-install", help="Install the pinned requirements in the "
-                                     "job's environment (off when the cluster image already has them)."),
+                                     "job's environment (off when the cluster's Python already has them)."),
+        env: list[str] = typer.Option([], "--env", help="NAME=VALUE or NAME (its value here) for the job; repeat. "
+                                      "Only names are printed."),
         follow: bool = typer.Option(True, "--follow/--no-follow", help="Stream the job's logs until it ends."),
+        status_of: Optional[str] = typer.Option(None, "--status", help="Print the status of job ID and exit."),
+        logs_of: Optional[str] = typer.Option(None, "--logs", help="Print (with --follow: follow) job ID's logs."),
+        stop_id: Optional[str] = typer.Option(None, "--stop", help="Stop job ID."),
     ) -> None:
-        """Submit a vocadapt command as a Ray job: `vocadapt submit -- lapt configs/x.yaml --set lapt.num_workers=8`."""
-        with user_errors(FileNotFoundError, ValueError, ConnectionError):
-            spec = job_spec(list(context.args), working_dir=working_dir.resolve(),
-                            requirements=pinned_requirements(working_dir / "pyproject.toml") if install else None)
-            job_id = _submit(address, spec, follow)
+        """Submit a vocadapt command as a Ray job: `vocadapt submit -- lapt configs/x.yaml --set lapt.num_workers=8`.
+
+        Exit codes: 0 when the job succeeded (or was submitted, with --no-follow), 1 when it failed or was stopped
+        (its last log lines are printed), 2 for a mistake of the caller (no job server, unknown command or job)."""
+        from vocadapt.platform import jobs
+
+        with user_errors():
+            client = jobs.job_client(address)
+            if status_of or logs_of or stop_id:
+                return _manage(client, status_of, logs_of, stop_id, follow)
+            command = list(context.args)
+            spec = jobs.job_spec(command, working_dir=working_dir.resolve(), env=job_env(env),
+                                 requirements=pinned_requirements(working_dir / "pyproject.toml") if install else None)
+            check_command(command)
+            job_id = jobs.submit(client, spec)
+        names = ", ".join(sorted(spec["runtime_env"]["env_vars"])) or "none"
+        typer.echo(f"submitted job {job_id} to {address} (env: {names}); follow it with "
+                   f"`vocadapt submit --logs {job_id}`, stop it with `vocadapt submit --stop {job_id}`", err=True)
+        if follow:
+            _finish(client, job_id, _follow_or_stop(client, job_id))
         typer.echo(job_id)
 
 
-def _submit(address: str, spec: dict, follow: bool) -> str:
-    import asyncio
+def _manage(client, status_of: str | None, logs_of: str | None, stop_id: str | None, follow: bool) -> None:
+    from vocadapt.platform import jobs
 
-    from ray.job_submission import JobSubmissionClient
+    if status_of:
+        typer.echo(jobs.status(client, status_of))
+    if stop_id:
+        stopped = jobs.stop(client, stop_id)
+        typer.echo(f"job {stop_id}: {'stopping' if stopped else 'already ended'} ({jobs.status(client, stop_id)})")
+    if logs_of:
+        if follow:
+            _finish(client, logs_of, _follow_or_stop(client, logs_of))
+        else:
+            typer.echo(client.get_job_logs(logs_of), nl=False)
+
+
+def _follow_or_stop(client, job_id: str) -> str:
+    """Follow the job; Ctrl-C stops it (the job would otherwise run on without anyone watching)."""
+    from vocadapt.platform import jobs
 
     try:
-        client = JobSubmissionClient(address)
-    except Exception as error:
-        raise ConnectionError(f"no Ray job server at {address} ({error}); start one with `ray start --head` or "
-                              "pass --address / RAY_ADDRESS") from error
-    job_id = client.submit_job(entrypoint=spec["entrypoint"], runtime_env=spec["runtime_env"])
-    typer.echo(f"submitted job {job_id} to {address}", err=True)
-    if follow:
-        async def tail() -> None:
-            async for lines in client.tail_job_logs(job_id):
-                typer.echo(lines, nl=False)
+        return jobs.follow(client, job_id, lambda lines: typer.echo(lines, nl=False))
+    except KeyboardInterrupt:
+        jobs.stop(client, job_id)
+        typer.echo(f"\ninterrupted: stopping job {job_id}", err=True)
+        return "STOPPED"
 
-        asyncio.run(tail())
-        typer.echo(f"job {job_id}: {client.get_job_status(job_id)}", err=True)
-    return job_id
+
+def _finish(client, job_id: str, final: str) -> None:
+    from vocadapt.platform import jobs
+
+    if final == "SUCCEEDED":
+        typer.echo(f"job {job_id}: SUCCEEDED", err=True)
+        return
+    typer.echo(jobs.failure_message(client, job_id), err=True)
+    raise typer.Exit(code=1)

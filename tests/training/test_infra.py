@@ -49,15 +49,16 @@ def test_ray_cluster_launcher_yaml_installs_vocadapt_and_starts_ray():
 
 def test_submit_builds_a_job_with_working_dir_and_pinned_requirements():
     from vocadapt.cli.commands.submit import job_spec, pinned_requirements
+    from vocadapt.components.errors import UserError
 
     pins = pinned_requirements(ROOT / "pyproject.toml")
-    assert "ray[train,tune]==2.60.0" in pins
+    assert "ray[default,train,tune]==2.60.0" in pins
     spec = job_spec(["lapt", "configs/italian-smollm2.yaml", "--set", "lapt.max_steps=5"], working_dir=ROOT,
                     requirements=pins)
     assert spec["runtime_env"]["working_dir"] == str(ROOT) and spec["runtime_env"]["pip"] == pins
     assert ".venv" in spec["runtime_env"]["excludes"]
-    _check_vocadapt_command(spec["entrypoint"].split("&& ", 1)[1])
-    with pytest.raises(ValueError, match="nothing to submit"):
+    _check_vocadapt_command("vocadapt " + spec["entrypoint"].split("python -m vocadapt.cli.app ", 1)[1])
+    with pytest.raises(UserError, match="nothing to submit"):
         job_spec([], working_dir=ROOT)
 
 
