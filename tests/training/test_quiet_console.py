@@ -1,0 +1,36 @@
+"""A LAPT run on Ray Train keeps the console to the pipeline's own lines: Ray's output stays in its log folder,
+progress is a driver-side bar, and a failing worker's error still reaches the user with where the logs are."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(300)
+
+# What the console may show for two runs: the script's two marker lines, the failure's message (Ray's error
+# snippet: the worker's traceback, ~15 lines) and the log folder, a few start-up lines from libraries outside Ray
+# (DeepSpeed's accelerator notice, a tqdm bar or two). Before, one such run forwarded ~60 lines of Ray's own.
+MAX_LINES = 40
+
+
+def test_a_lapt_run_prints_progress_and_errors_but_not_rays_noise(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    env.pop("VOCADAPT_RAY_CONSOLE", None)
+    run = subprocess.run([sys.executable, "-m", "tests.training.quiet_console_run", str(tmp_path)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=280)
+    console = run.stdout + run.stderr
+    lines = console.split("\n")  # a progress bar's redraws (\r) stay on one line, as on a terminal
+    assert run.returncode == 0, console[-3000:]
+    assert "=== trained 4 steps" in console
+    assert "LAPT" in console and "4/4" in console, console  # the driver's progress bar reached the last step
+    assert "the worker broke on purpose" in console and "worker-*.err" in console  # the error and its logs
+    assert not [line for line in lines if "Failed to query" in line or "(pid=" in line or "core_worker" in line]
+    assert len(lines) <= MAX_LINES, f"{len(lines)} console lines:\n{console}"
