@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,16 +81,39 @@ class MlflowRunLogger:
         self.client.log_batch(self.run_id, metrics=batch)
 
 
+# Set to 1 to see every Ray process's output on the console again (debugging a worker by its prints).
+RAY_CONSOLE_ENV = "VOCADAPT_RAY_CONSOLE"
+
+
 def init_ray(num_cpus: int = 2) -> None:
-    """Connect to the cluster in ``RAY_ADDRESS`` or start a local one; a second call in the process is a no-op."""
+    """Connect to the cluster in ``RAY_ADDRESS`` or start a local one; a second call in the process is a no-op.
+
+    Ray's own output stays in its session log folder (:func:`ray_logs_dir`), not on the console: forwarded, the
+    demo's console was 682 lines, 513 of them Ray's (controller polls, core-worker notices, worker logs) between
+    the pipeline's steps. LAPT's progress reaches the console from the driver (:func:`_follow_progress`) and a
+    worker's error in the exception ``fit`` raises, with where the full logs are."""
+    import logging
+
     import ray
 
     if ray.is_initialized():
         return
+    quiet = {"include_dashboard": False, "log_to_driver": os.environ.get(RAY_CONSOLE_ENV) == "1",
+             "logging_level": logging.ERROR}  # the driver's own Ray logger: start-up notices and warnings
     if os.environ.get("RAY_ADDRESS"):
-        ray.init(include_dashboard=False)
+        ray.init(**quiet)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=True)
+        ray.init(num_cpus=num_cpus, **quiet)
+
+
+def ray_logs_dir() -> str:
+    """Where this process's Ray session keeps every worker's and actor's stdout and stderr (``worker-*.out``)."""
+    import ray
+
+    try:
+        return ray._private.worker._global_node.get_logs_dir_path()  # no public accessor in Ray 2.60
+    except AttributeError:
+        return "the Ray session's logs folder (/tmp/ray/session_latest/logs on a local cluster)"
 
 
 def lapt_section(settings: LaptSection | dict) -> LaptSection:
@@ -218,12 +241,15 @@ def _check_sources(files: dict[str, list[str]], datasets: dict, mixing: dict[str
 
 
 def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, TrainingFailedError
     from ray.train.torch import TorchConfig, TorchTrainer
 
     section, run_name = plan.section, plan.run_name
     init_ray(num_cpus=max(2, section.num_workers * section.cpus_per_worker))
     passed_env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "VOCADAPT_"))}
+    progress_file = plan.storage / run_name / PROGRESS_FILE
+    progress_file.unlink(missing_ok=True)  # a resumed run's old figures are not this attempt's
+    passed_env[PROGRESS_ENV] = str(progress_file)
     trainer = TorchTrainer(
         train_loop,
         train_loop_config=plan.loop_config,
@@ -238,9 +264,16 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
             worker_runtime_env={"env_vars": passed_env},
         ),
     )
-    result = trainer.fit()
-    if result.error is not None:
-        raise RuntimeError(f"LAPT run {run_name!r} failed: {result.error}") from result.error
+    try:
+        with _follow_progress(progress_file, section.total_steps(section.num_workers)):
+            result = trainer.fit()  # Ray Train V2 raises a worker's error; V1 returned it in result.error
+        error = result.error
+    except TrainingFailedError as raised:
+        error = raised
+    if error is not None:
+        # the error holds the failing rank's traceback; the rest of every worker's output is only in Ray's logs
+        raise RuntimeError(f"LAPT run {run_name!r} failed: {error}\nEvery worker's full log: {ray_logs_dir()} "
+                           "(worker-*.err / worker-*.out)") from error
     return result
 
 
@@ -395,8 +428,21 @@ def _engine_factory(settings: LaptSection):
     return deepspeed_engine_factory(settings.deepspeed, settings)
 
 
+PROGRESS_FILE = "progress.json"
+PROGRESS_ENV = "VOCADAPT_LAPT_PROGRESS_FILE"
+
+
 def _progress_bar(rank: int, total_steps: int):
-    """Rank 0 shows progress after every optimizer step."""
+    """Rank 0 records its progress after every optimizer step in the file the driver follows (``PROGRESS_ENV``);
+    without one (a worker started by something else) it shows a tqdm bar in its own output."""
+    path = os.environ.get(PROGRESS_ENV) if rank == 0 else None
+    if path:
+        def record(step: int, metrics: dict) -> None:
+            figures = {"step": step, "total": total_steps, "loss": float(metrics["loss"])}
+            Path(path + ".tmp").write_text(json.dumps(figures), encoding="utf-8")
+            os.replace(path + ".tmp", path)  # the driver never reads half a file
+
+        return record
     from tqdm import tqdm
 
     bar = tqdm(total=total_steps, desc="LAPT", unit="step", disable=rank != 0)
@@ -406,6 +452,43 @@ def _progress_bar(rank: int, total_steps: int):
         bar.set_postfix(loss=f"{metrics['loss']:.3f}", refresh=True)
 
     return hook
+
+
+@contextmanager
+def _follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
+    """A tqdm bar in the driver that follows rank 0's progress file while ``fit`` runs (worker output stays in
+    Ray's logs). The file is on rank 0's node: a multi-node run shows it where the storage path is shared."""
+    import threading
+
+    from tqdm import tqdm
+
+    bar, done = tqdm(total=total_steps, desc="LAPT", unit="step"), threading.Event()
+
+    def poll() -> None:
+        while not done.wait(every):
+            _show(bar, progress_file)
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        _show(bar, progress_file)
+        bar.close()
+
+
+def _show(bar, progress_file: Path) -> None:
+    try:
+        figures = json.loads(progress_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not written yet
+    if figures["step"] == bar.n:
+        return  # redrawn only when a step ends: a console that is not a terminal gets one line per redraw
+    bar.total = figures["total"]
+    bar.n = figures["step"]
+    bar.set_postfix(loss=f"{figures['loss']:.3f}", refresh=True)
 
 
 def _report_checkpoint(step: int, write, metrics: dict) -> None:
