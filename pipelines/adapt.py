@@ -23,7 +23,9 @@ from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summ
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy, measure_energy
 from vocadapt.platform.sources import ResolvedInputs, read_documents, resolve_inputs
-from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
+from vocadapt.platform.tracking import (
+    Tracker, git_commit, redact_tree, resolve_tracking_uri, sha256_files, sha256_tree,
+)
 
 if TYPE_CHECKING:
     from vocadapt.components.initializers import ConfiguredInitializer
@@ -63,24 +65,33 @@ def run_adapt(
     parent_run_id: str | None = None,
     on_metrics: Callable[[str, dict[str, float]], None] | None = None,
     cache: Any = None,
+    overwrite: bool = False,
 ) -> AdaptResult:
     """Run the whole adaptation. ``parent_run_id`` nests the adapt run (a sweep trial's run); ``on_metrics`` is
     called with (method, {"target": bpb, "source": bpb}) right after each method's zero-shot evaluation, before
     LAPT, so a scheduler can stop a bad trial early. ``cache`` (a sweep's ``platform.sweep_cache.ArtefactCache``)
-    shares the source model's bits per byte, the trained tokenizer and a trained helper between trials."""
+    shares the source model's bits per byte, the trained tokenizer and a trained helper between trials.
+    ``overwrite`` replaces an existing ``<output_dir>/<name>/<language>``, only once the new one is complete."""
     console = console or Console()
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists
+    output_dir = Path(config.output_dir) / config.name / config.target.language
+    if output_dir.exists() and not overwrite:
+        raise UserError(f"name: {output_dir} already exists (an earlier run named {config.name!r}); nothing was "
+                        "changed. Pick a new name (--set name=...) or pass --overwrite to replace it once the new "
+                        "run has finished")
     methods = resolve_methods(config)
     if config.tracking.energy:
         check_country(config.tracking.country_iso_code)
     inputs = resolve_inputs(config)
+    from vocadapt.platform.model_loading import check_model_folder
+
+    check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
     expectations = check_corpora(config, inputs, console, cache)
     pretrained_tokenizer = None
     if inputs.target_tokenizer:
         from vocadapt.platform.model_loading import load_target_tokenizer
 
         pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
-    output_dir = Path(config.output_dir) / config.name / config.target.language
     staging = output_dir.with_name(f".{output_dir.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -91,13 +102,28 @@ def run_adapt(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    shutil.rmtree(output_dir, ignore_errors=True)
-    staging.rename(output_dir)
+    _move_into_place(staging, output_dir)
     result.output_dir = output_dir
     for outcome in result.methods:
         outcome.model_dir = output_dir / outcome.model_dir.relative_to(staging)
     print_summary(result, config, console)
     return result
+
+
+def _move_into_place(staging: Path, output_dir: Path) -> None:
+    """``staging`` (complete) becomes ``output_dir``; an earlier folder there is set aside first and deleted only
+    once the new one is in place, so at every moment one complete folder exists (put back if the move fails)."""
+    aside = output_dir.with_name(f".{output_dir.name}.replaced")
+    shutil.rmtree(aside, ignore_errors=True)
+    if output_dir.exists():
+        output_dir.rename(aside)
+    try:
+        staging.rename(output_dir)
+    except BaseException:
+        if aside.exists() and not output_dir.exists():
+            aside.rename(output_dir)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _run(
@@ -120,7 +146,8 @@ def _run(
         # every stage's energy, the children's included: logged on the parent as per-stage sums and the total
         energy = EnergyLedger(config.tracking.country_iso_code)
         tracker.log_params(parent_id, config.flat())
-        tracker.log_text(parent_id, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), "config.yaml")
+        tracker.log_text(parent_id, yaml.safe_dump(redact_tree(config.model_dump(mode="json")), sort_keys=False),
+                         "config.yaml")
         if expectations is not None:
             from vocadapt.platform.corpus_checks import log_expectations
 
@@ -470,6 +497,8 @@ def _adapt_one_method(
     energy: EnergyLedger | None = None,
 ) -> MethodOutcome:
     """One method on its child run; its stages' energy is logged there and added to ``energy``, the parent's."""
+    from vocadapt.platform.model_loading import strip_custom_code
+
     method = initializer.name
     method_energy = EnergyLedger(config.tracking.country_iso_code)
 
@@ -487,6 +516,7 @@ def _adapt_one_method(
         initial_dir = workdir / method / "initialised"
         model.save_pretrained(initial_dir)
         target_tokenizer.save_pretrained(initial_dir)
+        strip_custom_code(initial_dir)
     account(reading)
     tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started})
     tracker.log_dict(run_id, record, "initialisation.json")
@@ -503,6 +533,7 @@ def _adapt_one_method(
 
         lapt = continue_pretraining(config, inputs, initial_dir, workdir / method, tracker, run_id, held_out)
         outcome.model_dir = lapt["model_dir"]
+        strip_custom_code(Path(outcome.model_dir))
         outcome.lapt = lapt
         if lapt["energy"]:  # measured in the Ray workers, summed over nodes
             account(EnergyReading.from_dict(lapt["energy"]))

@@ -34,6 +34,7 @@ from vocadapt.components.errors import UserError
 from vocadapt.platform.config import TrackingSection
 from vocadapt.platform.energy import EnergyLedger, check_country, log_energy, measure_energy
 from vocadapt.platform.evaluation.suites import SuiteConfig, load_suite
+from vocadapt.platform.model_loading import check_model_folder
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
 DEFAULT_EXPERIMENT = "vocadapt"
@@ -79,6 +80,11 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
     suite = load_suite(request.suite, request.suite_overrides)
     if request.energy:
         check_country(request.country_iso_code)
+    # safetensors only, no custom code: refused before any folder or run exists, not when the weights load
+    for role, path in (("--model", request.model), ("--compare-to", request.compare_to),
+                       *(("--similar-to", p) for p in request.similar_to)):
+        if path is not None:
+            check_model_folder(path, what=role)  # a folder; a models:/ reference is checked once downloaded
     tracking_uri = resolve_tracking_uri(request.tracking_uri)
     work_dir = Path(request.work_dir or tempfile.mkdtemp(prefix="vocadapt-evaluate-"))
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -87,6 +93,7 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
     for role, path in [*others.items(), *((f"similar_to[{i}]", p) for i, p in enumerate(request.similar_to))]:
         if path is not None and not (Path(path) / "config.json").is_file():
             raise UserError(f"{role}: {path} is not a model folder; pass a folder with config.json and weights")
+    check_model_folder(resolved.path, what="--model")  # a registered model, once downloaded
     tasks = _build_tasks(suite, request, work_dir, console)
     tracker = Tracker(tracking_uri, request.experiment or _experiment_name(tracking_uri, resolved))
 

@@ -5,11 +5,90 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+from vocadapt.components.errors import UserError
 from vocadapt.platform.config import EMBEDDED_MODEL, ExperimentConfig
+
+# Weight files that unpickle when loaded: loading one can run arbitrary code.
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool = False) -> None:
+    """Refuse a local checkpoint folder that could run code when loaded; nothing is unpickled or imported here.
+
+    Refused: no safetensors weights (pickled ``pytorch_model.bin``, ``.pt`` or ``.pth`` only), a safetensors header
+    that cannot be read, and a config with ``auto_map`` (custom modeling code) unless ``trust_remote_code``, which
+    only the config's ``source.trust_remote_code: true`` turns on. ``what`` names the input in the message (e.g.
+    ``--model``). A name that is not a local folder (a hub name) is left to transformers' own loading.
+    """
+    from vocadapt.components.surgery.safetensors_files import read_header
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    shards = sorted(folder.glob("*.safetensors"))
+    if not shards:
+        pickles = sorted(path.name for path in folder.iterdir() if path.name.endswith(_PICKLE_SUFFIXES))
+        found = f"only pickled weights ({', '.join(pickles)})" if pickles else "no weights"
+        raise UserError(f"{what} {folder} has {found} and no *.safetensors; vocadapt loads safetensors only, "
+                        "because pickled weights can run code when loaded: convert the checkpoint to safetensors "
+                        "(e.g. load it where you trust it and save_pretrained(..., safe_serialization=True))")
+    for shard in shards:
+        try:
+            read_header(shard)
+        except (OSError, ValueError, UnicodeDecodeError) as error:
+            raise UserError(f"{what} {folder}: the safetensors header of {shard.name} cannot be read ({error}); "
+                            "the file is truncated or not safetensors, save the checkpoint again") from error
+    config_file = folder / "config.json"
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    except (OSError, ValueError) as error:
+        raise UserError(f"{what} {folder}: config.json cannot be read ({error}); give a Hugging Face checkpoint "
+                        "folder") from error
+    if isinstance(config, dict) and config.get("auto_map") and not trust_remote_code:
+        raise UserError(f"{what} {folder}: config.json has auto_map (custom modeling code, "
+                        f"{sorted(config['auto_map'])}), which would run Python from the folder; vocadapt runs none "
+                        "unless a config sets source.trust_remote_code: true; use a model whose architecture "
+                        "transformers ships, or opt in by name if you trust that code")
+
+
+def strip_custom_code(folder: Path) -> None:
+    """Remove custom code from a saved output checkpoint: ``*.py`` files and the configs' ``auto_map``
+    (``save_pretrained`` copies both from a model loaded with remote code)."""
+    for path in folder.glob("*.py"):
+        path.unlink()
+    for name in ("config.json", "tokenizer_config.json"):
+        config_file = folder / name
+        if config_file.is_file():
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+            if isinstance(config, dict) and config.pop("auto_map", None) is not None:
+                config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def load_causal_lm(folder: str | Path, *, what: str, dtype: Any = None, trust_remote_code: bool = False,
+                   revision: str | None = None):
+    """The one way a checkpoint folder becomes a model: :func:`check_model_folder` first, then transformers with
+    ``use_safetensors=True``; remote code only when ``trust_remote_code`` (``source.trust_remote_code``)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    check_model_folder(folder, what=what, trust_remote_code=trust_remote_code)
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    if revision:
+        kwargs["revision"] = revision
+    return AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype or torch.float32, use_safetensors=True,
+                                                **kwargs)
+
+
+def load_checkpoint_tokenizer(folder: str | Path, *, trust_remote_code: bool = False):
+    """A checkpoint folder's tokenizer, without remote code unless opted in."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
 
 
 def _load_kwargs(config: ExperimentConfig) -> dict[str, Any]:
@@ -41,22 +120,16 @@ def load_target_tokenizer(name: str):
 
 def load_source_model(config: ExperimentConfig, model: str):
     import torch
-    from transformers import AutoModelForCausalLM
 
-    loaded = AutoModelForCausalLM.from_pretrained(
-        model, dtype=getattr(torch, config.source.dtype), use_safetensors=True, **_load_kwargs(config)
-    )
+    loaded = load_causal_lm(model, what="source.model", dtype=getattr(torch, config.source.dtype),
+                            trust_remote_code=config.source.trust_remote_code, revision=config.source.revision)
     return loaded.eval()
 
 
-def load_model(path: Path):
+def load_model(path: Path, what: str = "model"):
     """(model, tokenizer) from a folder: safetensors only, no remote code, eval mode, float32 on CPU."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, use_safetensors=True,
-                                                 trust_remote_code=False)
+    model = load_causal_lm(path, what=what)
+    tokenizer = load_checkpoint_tokenizer(path)
     return model.eval(), tokenizer
 
 
@@ -70,5 +143,5 @@ def registered_model_name(config: ExperimentConfig) -> str:
     return f"vocadapt-{config.target.language}-{short}"
 
 
-__all__ = ["load_model", "load_source_model", "load_source_tokenizer", "load_target_tokenizer",
-           "registered_model_name"]
+__all__ = ["check_model_folder", "load_causal_lm", "load_checkpoint_tokenizer", "load_model", "load_source_model",
+           "load_source_tokenizer", "load_target_tokenizer", "registered_model_name", "strip_custom_code"]

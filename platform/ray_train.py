@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vocadapt.components.typed_settings import validation_problems
+from vocadapt.platform import model_loading
 from vocadapt.platform.config_sections import ConfigError, LaptSection
 
 METRIC_PREFIX = "lapt_"
@@ -313,8 +314,8 @@ def lapt_worker(config: dict) -> None:
     energy = _NodeEnergy(config)
     if not settings.use_gpu:
         torch.set_num_threads(settings.cpus_per_worker)  # as many threads as reserved CPUs
-    tokenizer = AutoTokenizer.from_pretrained(config["tokenizer_dir"])
-    model = AutoModelForCausalLM.from_pretrained(config["model_dir"], dtype=torch.float32)
+    tokenizer = model_loading.load_checkpoint_tokenizer(config["tokenizer_dir"])
+    model = model_loading.load_causal_lm(config["model_dir"], what="--model", dtype=torch.float32)
     model.to(ray.train.torch.get_device())
     distillation = _teacher(config, settings, tokenizer, torch)
     data = training.LaptData.from_sources(config["train_files"], settings.datasets)

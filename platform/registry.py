@@ -150,9 +150,11 @@ def register_model(
     # The registry client is built here, on the tracker's URI: ``Tracker.client`` takes the process-wide registry
     # URI current when it was built, which may be another store's.
     registry = _registry_client(tracker.tracking_uri)
-    version = _create_version(registry, name, model_uri, run_id, tags, alias)
+    version = _create_version(registry, name, model_uri, run_id, tags, alias="")
     card = model_card(name, version, tags, metrics or collect_metrics(tracker.client, run_id))
     tracker.log_text(run_id, card, MODEL_CARD)
+    if alias:  # moved last: the alias never points at a version whose files, tags or card are still missing
+        registry.set_registered_model_alias(name, alias, str(version))
     return Registered(name, version, model_uri, manifest_sha)
 
 

@@ -86,6 +86,9 @@ def serve_verified(model: VerifiedModel, *, venv: Path | None = None, port: int 
     from vocadapt.platform.evaluation.serving import VllmServer
 
     verify_model_files(model.model_dir, model.tags.get("vocadapt.manifest_sha256"))  # again, just before loading
+    from vocadapt.platform.model_loading import check_model_folder
+
+    check_model_folder(model.model_dir, what=f"{model.name} version {model.version}")  # safetensors, no custom code
     served_name = model.name
     server = VllmServer(model.model_dir, venv=venv, port=port, max_model_len=max_model_len, log_file=log_file,
                         startup_timeout_s=startup_timeout_s, extra_args=["--served-model-name", served_name])

@@ -60,6 +60,19 @@ def redact(params: Mapping[str, Any]) -> dict[str, Any]:
     return safe
 
 
+def redact_tree(data: Any, *, mask_keys: bool = True) -> Any:
+    """A nested config (dicts, lists) safe to log or print: URI credentials stripped everywhere and, with
+    ``mask_keys``, values of secret-looking keys masked (off for result records, whose keys such as
+    ``new_token_ids`` are not secrets)."""
+    if isinstance(data, Mapping):
+        return {key: (REDACTED if mask_keys and isinstance(key, str) and _SECRET_KEY.search(key)
+                      and value not in (None, "", False) else redact_tree(value, mask_keys=mask_keys))
+                for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_tree(item, mask_keys=mask_keys) for item in data]
+    return redact_value(data)
+
+
 def git_commit(path: Path | None = None) -> str:
     """The checkout's HEAD commit, with ``-dirty`` when it has uncommitted changes; 'unknown' outside git."""
     cwd = path or Path(__file__).resolve().parent
@@ -173,10 +186,10 @@ class Tracker:
             self.client.log_artifact(run_id, str(path), artifact_path)
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
-        self.client.log_text(run_id, text, artifact_file)
+        self.client.log_text(run_id, redact_value(text), artifact_file)  # URI credentials never reach an artifact
 
     def log_dict(self, run_id: str, data: Any, artifact_file: str) -> None:
-        self.client.log_dict(run_id, data, artifact_file)
+        self.client.log_dict(run_id, redact_tree(data, mask_keys=False), artifact_file)
 
     def metric_logger(self, run_id: str) -> MLflowMetricLogger:
         return MLflowMetricLogger(self, run_id)

@@ -18,6 +18,8 @@ def register(app: typer.Typer) -> None:
         ),
         set_: list[str] = typer.Option([], "--set", help="Dotted override, e.g. lapt.max_steps=5 (repeatable)."),
         json_out: Optional[Path] = typer.Option(None, "--json", help="Also write a JSON summary to this file."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing <output_dir>/<name>/<language> "
+                                       "(only once the new run has finished); without it an existing one is refused."),
     ) -> None:
         """Check corpora, train the target tokenizer, replace the vocabulary, initialise, LAPT, track, register."""
         from vocadapt.pipelines.adapt import run_adapt, summary_json
@@ -25,6 +27,6 @@ def register(app: typer.Typer) -> None:
 
         with user_errors():
             config = load_config(config_path, set_)
-            result = run_adapt(config)
+            result = run_adapt(config, overwrite=overwrite)
         if json_out:
             json_out.write_text(summary_json(result), encoding="utf-8")

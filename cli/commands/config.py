@@ -28,4 +28,7 @@ def register(app: typer.Typer) -> None:
             return
         with user_errors():
             config = load_config(path, set_)
-        typer.echo(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+        from vocadapt.platform.tracking import redact_tree
+
+        # credentials in URIs and secret fields are masked: this output ends up in logs and bug reports
+        typer.echo(yaml.safe_dump(redact_tree(config.model_dump(mode="json")), sort_keys=False))

@@ -62,6 +62,9 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--mode must be 'replace' or 'expand', got {mode!r}")
             if out.exists() and not overwrite:
                 raise UserError(f"--out {out} already exists; choose another --out or pass --overwrite")
+            from vocadapt.platform.model_loading import check_model_folder
+
+            check_model_folder(source_model, what="--source-model")  # safetensors only, no custom code
             try:
                 record = adapt_checkpoint(
                     source_model, target_tokenizer, out, configured, mode=mode, seed=seed, helper=helper,

@@ -31,6 +31,11 @@ def register(app: typer.Typer) -> None:
         with user_errors(FileNotFoundError):
             config = load_config(config_option or config_path, set_)
             from vocadapt.pipelines.lapt import run_lapt
+            from vocadapt.platform.model_loading import check_model_folder
+
+            # safetensors only, no custom code: refused before Ray starts or a run opens
+            check_model_folder(model or config.source.model, what="--model" if model else "source.model",
+                               trust_remote_code=config.source.trust_remote_code)
 
             result = run_lapt(config, model, output)
         typer.echo(f"trained model: {result.model_dir}")

@@ -33,6 +33,9 @@ _TOKENIZER_FILES = {
 }
 
 
+_NOT_COPIED = (".safetensors", ".bin", ".pt", ".pth", ".pkl", ".ckpt", ".py", ".pyc")
+
+
 # (input embeddings, LM head) as the common causal-LM families name them; anything else asks the architecture.
 _KNOWN_NAMES = (
     ("model.embed_tokens.weight", "lm_head.weight"),  # Llama, Mistral, Qwen, Gemma, Phi-3, SmolLM
@@ -76,6 +79,7 @@ def embedding_tensor_names(source_dir: Path, names: set[str]) -> tuple[str, str 
 def _updated_config(source_dir: Path, target_tokenizer: Any, rows: int) -> dict[str, Any]:
     config = json.loads((source_dir / "config.json").read_text())
     config["vocab_size"] = rows
+    config.pop("auto_map", None)  # custom modeling code is never carried into an output checkpoint
     for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
         config[field] = getattr(target_tokenizer, field, None)
     return config
@@ -84,7 +88,8 @@ def _updated_config(source_dir: Path, target_tokenizer: Any, rows: int) -> dict[
 def _copy_side_files(source_dir: Path, tmp: Path, target_tokenizer: Any, shard_names: set[str]) -> None:
     skipped = _TOKENIZER_FILES | shard_names | {files.INDEX_NAME, "config.json", RECORD_NAME}
     for path in sorted(source_dir.iterdir()):
-        if path.is_file() and path.name not in skipped and not path.name.endswith((".safetensors", ".bin", ".pt")):
+        # neither weights (pickles included) nor custom code (*.py) are copied: outputs hold safetensors and data
+        if path.is_file() and path.name not in skipped and not path.name.endswith(_NOT_COPIED):
             shutil.copyfile(path, tmp / path.name)
     generation = tmp / "generation_config.json"
     if generation.exists():
