@@ -104,3 +104,20 @@ def test_omp_without_a_helper_or_with_k_below_one_is_refused():
         get_initializer("omp").function(_problem(source, new_ids, overlap, None))
     with pytest.raises(ValueError, match="k >= 1"):
         get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=0)
+
+
+def test_omp_rows_match_mergekit_batch_omp_on_a_tiny_case():
+    """Reference rows written by mergekit's own batch_omp (data/make_omp_reference.py, mergekit @ a6e4028)."""
+    import json
+    from pathlib import Path
+
+    reference = json.loads((Path(__file__).parent / "data" / "omp_tokensurgeon_reference.json").read_text())
+    helper_vectors, source = torch.tensor(reference["helper"]), torch.tensor(reference["source"])
+    shared = source.shape[0]
+    helper = TokenVectors(helper_vectors, torch.ones(len(helper_vectors), dtype=torch.bool), "vectors", "reference")
+    new_ids = list(range(shared, len(helper_vectors)))
+    rows = get_initializer("omp").function(
+        _problem(source, new_ids, {token: token for token in range(shared)}, helper), k=reference["k"])
+    assert torch.allclose(rows, torch.tensor(reference["rows"]), atol=1e-4)
+    indices, _ = batch_omp(helper_vectors[shared:], helper_vectors[:shared], reference["k"])
+    assert indices.tolist() == reference["indices"]
