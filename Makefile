@@ -20,8 +20,9 @@ install: $(BIN)/.installed
 assets: install
 	$(BIN)/vocadapt assets
 
+# --overwrite: a second `make demo` replaces the demo's own earlier output, only once the new run has finished
 demo: assets
-	$(BIN)/vocadapt adapt configs/italian-smollm2.yaml
+	$(BIN)/vocadapt adapt configs/italian-smollm2.yaml --overwrite
 
 test: install
 	$(BIN)/python -m pytest

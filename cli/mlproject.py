@@ -18,6 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("entry_point")
     parser.add_argument("--config", default=None)
     parser.add_argument("--overrides", default="")
+    parser.add_argument("--overwrite", default="false", help="'true': pass --overwrite (the adapt entry point)")
     args, rest = parser.parse_known_args(argv)
     os.environ.pop("MLFLOW_RUN_ID", None)
     rest = _drop_empty_options(rest)
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         command.append(args.config)
     for override in shlex.split(args.overrides):
         command += ["--set", override]
+    if args.overwrite.strip().lower() in ("true", "1", "yes"):
+        command.append("--overwrite")
     from vocadapt.cli.app import app
 
     return app(command + rest, standalone_mode=True) or 0

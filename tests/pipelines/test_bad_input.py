@@ -188,6 +188,22 @@ def test_overwrite_replaces_the_old_folder_only_once_the_new_one_is_complete(tmp
     assert sorted(p.name for p in earlier.parent.iterdir()) == ["it"]  # no staging or set-aside folder left
 
 
+@pytest.mark.parametrize("value, passed", [("true", True), ("false", False), ("", False)])
+def test_mlproject_adapt_entry_point_passes_overwrite_only_when_asked(monkeypatch, value, passed):
+    import yaml
+
+    from vocadapt.cli import app as app_module
+    from vocadapt.cli import mlproject
+
+    project = yaml.safe_load((Path(__file__).parents[2] / "MLproject").read_text())
+    assert "--overwrite {overwrite}" in project["entry_points"]["adapt"]["command"]
+    assert project["entry_points"]["adapt"]["parameters"]["overwrite"]["default"] == "false"
+    commands = []
+    monkeypatch.setattr(app_module, "app", lambda command, standalone_mode: commands.append(command))
+    mlproject.main(["adapt", "--config", "x.yaml", "--overrides", "name=a", "--overwrite", value])
+    assert commands == [["adapt", "x.yaml", "--set", "name=a", *(["--overwrite"] if passed else [])]]
+
+
 def test_registry_alias_moves_after_the_version_is_fully_logged(tmp_path, monkeypatch):
     """The alias is the last registry write: when it moves, the version's tags and model card already exist."""
     import mlflow
