@@ -340,3 +340,20 @@ def test_uri_credentials_never_reach_params_tags_or_config_artifact(tmp_path, ti
     leaked = [p for p in artifacts.rglob("*") if p.is_file() and p.suffix in (".yaml", ".json", ".txt", ".md")
               and "KEY:SECRET" in p.read_text(errors="ignore")]
     assert not leaked, leaked
+
+
+@pytest.mark.parametrize("opted_in", [False, True])
+def test_custom_code_passes_the_check_only_when_the_config_opts_in(tmp_path, tiny_model, opted_in):
+    """``source.trust_remote_code: true`` is the one way past the auto_map refusal; the check itself imports
+    nothing either way."""
+    from vocadapt.components.errors import UserError
+    from vocadapt.platform.model_loading import check_model_folder
+
+    marker = tmp_path / "imported.marker"
+    model = _custom_code(tiny_model, tmp_path / "custom-model", marker)
+    if opted_in:
+        check_model_folder(model, what="source.model", trust_remote_code=True)
+    else:
+        with pytest.raises(UserError, match="source.trust_remote_code"):
+            check_model_folder(model, what="source.model")
+    assert not marker.exists()
