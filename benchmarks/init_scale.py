@@ -33,7 +33,7 @@ TARGET_VOCAB = 32_768
 HOME = Path(os.environ.get("VOCADAPT_HOME", Path.home() / ".cache" / "vocadapt"))
 SOURCE_TOKENIZER = HOME / "models" / "smollm2-135m"
 CORPUS = HOME / "corpora" / "it" / "train.txt"
-METHODS = ["random", "multivariate", "random_token", "fvt", "merge", "align", "clp", "focus", "sava", "salt"]
+METHODS = ["random", "multivariate", "random_token", "fvt", "merge", "align", "clp", "focus", "sava", "salt", "omp"]
 
 
 def _random_bf16(rows: int, generator) -> "torch.Tensor":

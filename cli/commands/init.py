@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
     def init_command(
         source_model: Path = typer.Option(..., "--source-model", help="Source checkpoint folder (safetensors, with its tokenizer)."),
         target_tokenizer: Path = typer.Option(..., "--target-tokenizer", help="Folder of the target tokenizer."),
-        method: str = typer.Option(..., "--method", help="Initialiser: random, multivariate, random_token, fvt (mean), merge, align, clp, focus, sava, salt."),
+        method: str = typer.Option(..., "--method", help="Initialiser: random, multivariate, random_token, fvt (mean), merge, align, clp, focus, sava, salt, omp."),
         out: Path = typer.Option(..., "--out", help="Folder to write the adapted checkpoint to (must not exist)."),
         helper: Optional[str] = typer.Option(None, "--helper", help="'fasttext[:dim=100,...]', 'model:DIR' or 'vectors:FILE.vec'."),
         mode: str = typer.Option("replace", "--mode", help="replace: new vocabulary; expand: source vocabulary plus new tokens."),
