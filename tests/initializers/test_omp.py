@@ -121,3 +121,31 @@ def test_omp_rows_match_mergekit_batch_omp_on_a_tiny_case():
     assert torch.allclose(rows, torch.tensor(reference["rows"]), atol=1e-4)
     indices, _ = batch_omp(helper_vectors[shared:], helper_vectors[:shared], reference["k"])
     assert indices.tolist() == reference["indices"]
+
+
+def test_cli_init_omp_with_a_vectors_file(tmp_path, source_tokenizer, target_tokenizer, fasttext_helper):
+    """`vocadapt init --method omp --helper vectors:FILE.vec`: the file is the donor space."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tests.initializers.tiny_world import tiny_llama
+    from vocadapt.cli.app import app
+    from vocadapt.components.helpers.fasttext_helper import token_words
+
+    tiny_llama(len(source_tokenizer), tied=False).save_pretrained(tmp_path / "source")
+    source_tokenizer.save_pretrained(tmp_path / "source")
+    target_tokenizer.save_pretrained(tmp_path / "target")
+    words = token_words(target_tokenizer)
+    known = [i for i, word in enumerate(words) if word and bool(fasttext_helper.known[i])]
+    lines = [f"{len(known)} {fasttext_helper.vectors.shape[1]}"]
+    lines += [words[i] + " " + " ".join(f"{v:.6f}" for v in fasttext_helper.vectors[i].tolist()) for i in known]
+    (tmp_path / "helper.vec").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, [
+        "init", "--source-model", str(tmp_path / "source"), "--target-tokenizer", str(tmp_path / "target"),
+        "--out", str(tmp_path / "out"), "--method", "omp", "--helper", f"vectors:{tmp_path / 'helper.vec'}",
+        "--option", "k=4",
+    ])
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "out" / "vocadapt_init.json").read_text())
+    assert record["options"] == {"k": 4} and "omp" in json.dumps(record) and "helper.vec" in json.dumps(record)
