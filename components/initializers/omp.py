@@ -34,8 +34,9 @@ def batch_omp(targets: torch.Tensor, atoms: torch.Tensor, k: int, tolerance: flo
     ``targets[i] ~= coefficients[i] @ atoms[indices[i]]``, the least-squares fit on the selected atoms.
 
     Each step picks, for every target at once, the unused atom with the largest |<residual, atom>|, extends a
-    Gram-Schmidt QR of the selected atoms (orthogonalised twice: one pass loses orthogonality in float32 after a
-    few dozen nearly collinear atoms) and sets the residual to t - Q Q^T t; finally c = R^-1 Q^T t. An atom that
+    Gram-Schmidt QR of the selected atoms (orthogonalised twice: a single classical pass loses orthogonality when
+    atoms are nearly collinear, and a second one restores it to rounding) and sets the residual to t - Q Q^T t;
+    finally c = R^-1 Q^T t, tokensurgeon's least squares without its full re-QR every 256 steps. An atom that
     lies in the span of those already selected (possible once the residual is zero) gets an empty basis row and
     coefficient zero instead of a division by a vanishing norm.
     """
@@ -112,7 +113,9 @@ def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
     overlap_targets, overlap_sources = overlap_pairs(problem)
     anchors, anchor_known = helper_rows(helper, overlap_targets)
     if not bool(anchor_known.any()):
-        raise ValueError("omp found no shared token with a helper vector; check that the helper uses the target tokenizer")
+        raise ValueError(
+            "omp found no shared token with a helper vector; check that the helper uses the target tokenizer"
+        )
     anchors, anchor_sources = anchors[anchor_known], overlap_sources[anchor_known]
     queries, has_vector = helper_rows(helper, problem.new_target_ids)
     atoms_per_token = effective_k(k, anchors.shape[0], anchors.shape[1])
