@@ -53,8 +53,10 @@ class SourceSplits:
       source's own merges decide how such runs split (``...``, ``\\n\\n``), and a new merge on two of its pieces
       (a fourth newline after ``ĊĊĊ``, ``Ġ20`` + ``24``) would change how English text holding that run is split.
 
-    Merges appended after every existing one fire only on a source segmentation, so a token that passes neither
-    joins a digit to anything the source does not, nor re-splits a run of digits, spaces and symbols.
+    Merges appended after every existing one fire only on a source segmentation, so a token that passes both checks
+    neither joins classes the source never joins nor re-splits a run of digits, spaces and symbols. It may still
+    join a symbol run the source holds to letters (``Ġ(`` + ``il``) where the source joins those classes itself;
+    words next to symbols are left to the protected text and word list.
     """
 
     def __init__(self, source_tokenizer: Any):
