@@ -62,3 +62,24 @@ def test_a_missing_teacher_is_refused_before_any_run(tmp_path, fixture_corpora, 
     assert "lapt.teacher" in result.output and "no-such-teacher" in result.output
     experiment = MlflowClient(uri).get_experiment_by_name("tiny-e2e")
     assert experiment is None or not MlflowClient(uri).search_runs([experiment.experiment_id])
+
+
+def test_vocadapt_adapt_distils_each_method_from_the_source_model(tmp_path, fixture_corpora, monkeypatch):
+    import ray
+    from mlflow.tracking import MlflowClient
+
+    from vocadapt.cli.app import app
+
+    _, uri, options = _setup(tmp_path, fixture_corpora, monkeypatch, **{
+        "lapt.objective": "clm+distill", "init.methods": "[fvt]", "tracking.register_best": "false"})
+    try:
+        result = CliRunner().invoke(app, ["adapt", *options], catch_exceptions=False)
+    finally:
+        ray.shutdown()
+    assert result.exit_code == 0, result.output
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
+    (child,) = [run for run in runs if run.info.run_name.endswith("/fvt")]
+    history = client.get_metric_history(child.info.run_id, "lapt_distill_loss")
+    assert [m.step for m in history] == [1, 2, 3] and all(m.value > 0 for m in history)
+    assert child.data.metrics["bpb_target_after_lapt"] > 0
