@@ -86,14 +86,15 @@ def _pursue(queries: torch.Tensor, anchors: torch.Tensor, k: int) -> tuple[torch
 
 
 def effective_k(k: int, anchors: int, helper_dimension: int) -> int:
-    """k capped at the number of shared tokens with a helper vector and at half the helper's dimension.
+    """k capped at the number of shared tokens with a helper vector and at a quarter of the helper's dimension.
 
     With k near or above the dimension the residual is already zero and the extra atoms fit nothing but
-    rounding: tokensurgeon's notes report exploding coefficients for k = 128 in a 100-dimensional donor. Half
-    the dimension keeps tokensurgeon's default 64 for any donor model (d >= 128) and gives 50 for a 100-dimensional
-    fastText helper.
+    rounding: tokensurgeon's notes report exploding coefficients for k = 128 in a 100-dimensional donor, and ask
+    for k much smaller than d (its default 64 is d/32 to d/80 for 2,048- to 5,120-dimensional donors). A quarter
+    keeps 64 for any donor model from d = 256 up and gives 25 for a 100-dimensional fastText helper, which also
+    halves the pursuit's time against half the dimension (BENCHMARKS.md).
     """
-    return max(1, min(k, anchors, helper_dimension // 2))
+    return max(1, min(k, anchors, helper_dimension // 4))
 
 
 @register_initializer("omp", needs_helper=True, helpers=HELPERS)

@@ -68,7 +68,7 @@ def _reference_omp(target: np.ndarray, atoms: np.ndarray, k: int) -> tuple[list[
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_omp_rows_match_a_per_token_reference(seed):
-    helper, source, overlap, new_ids = _world(seed, shared=120, new=25, helper_dim=40, hidden=12)
+    helper, source, overlap, new_ids = _world(seed, shared=120, new=25, helper_dim=64, hidden=12)
     k = 12
     rows = get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=k)
     atoms = helper.vectors[: len(overlap)].double().numpy()
@@ -81,8 +81,8 @@ def test_omp_rows_match_a_per_token_reference(seed):
 
 
 def test_k_is_capped_below_the_helper_dimension_and_the_shared_tokens():
-    assert effective_k(64, 20_000, 4096) == 64  # tokensurgeon's default stands for a donor model
-    assert effective_k(64, 20_000, 100) == 50  # a 100-dimensional fastText helper: half its dimension
+    assert effective_k(64, 20_000, 4096) == 64 and effective_k(64, 20_000, 256) == 64  # donor models
+    assert effective_k(64, 20_000, 100) == 25  # a 100-dimensional fastText helper: a quarter of its dimension
     assert effective_k(64, 10, 300) == 10 and effective_k(64, 5, 1) == 1
     helper, source, overlap, new_ids = _world(3, shared=150, helper_dim=16)
     # Without the cap, k = 64 atoms in 16 dimensions: the fit is exact after 16 and the rest fit rounding.

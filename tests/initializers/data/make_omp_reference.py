@@ -16,7 +16,7 @@ import torch
 from tokensurgeon_snapshot.omp import batch_omp
 
 generator = torch.Generator().manual_seed(2506)
-shared, new, helper_dim, hidden, k = 40, 6, 16, 5, 6
+shared, new, helper_dim, hidden, k = 40, 6, 32, 5, 6
 helper = torch.randn(shared + new, helper_dim, generator=generator)
 source = torch.randn(shared, hidden, generator=generator)
 indices, coefficients = batch_omp(helper[shared:], helper[:shared], k)  # float32, as tokensurgeon's CLI runs it
