@@ -7,6 +7,7 @@ folder) and ended by killing that group: ``ray stop`` would end every Ray instan
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -54,6 +55,7 @@ def job_server(tmp_path_factory):
                 break
             time.sleep(2)
         log.close()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _wait_for_jobs(address: str, head: subprocess.Popen) -> None:
