@@ -90,16 +90,22 @@ def _target_tokenizer(arguments, source_tokenizer, corpus: list[str]):
 
 
 def _helper(arguments, target_tokenizer, corpus: list[str]):
-    """The helper, trained once and cached under ``work`` (fastText is deterministic with one thread)."""
-    import torch
+    """The helper, trained once and cached under ``work`` (fastText is deterministic with one thread), as
+    safetensors: its two tensors, with its kind and description in the file's metadata (no pickle)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
 
     from vocadapt.components.helpers import TokenVectors, resolve_helper
 
-    cached = arguments.work / f"helper-{arguments.helper.replace(':', '_').replace('/', '_')}.pt"
+    cached = arguments.work / f"helper-{arguments.helper.replace(':', '_').replace('/', '_')}.safetensors"
     if cached.exists():
-        return TokenVectors(**torch.load(cached, weights_only=False))
+        with safe_open(str(cached), framework="pt") as stored:
+            metadata = stored.metadata()
+            return TokenVectors(stored.get_tensor("vectors"), stored.get_tensor("known"), metadata["kind"],
+                                metadata["description"])
     helper = resolve_helper(arguments.helper, target_tokenizer=target_tokenizer, corpus_files=corpus, seed=0)
-    torch.save(vars(helper), cached)
+    save_file({"vectors": helper.vectors.contiguous(), "known": helper.known.contiguous()}, str(cached),
+              metadata={"kind": helper.kind, "description": helper.description})
     return helper
 
 
