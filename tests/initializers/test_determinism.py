@@ -30,7 +30,10 @@ def matrix_digests(folder: str) -> dict[str, str]:
 
     world = Path(folder)
     source = AutoTokenizer.from_pretrained(str(world / "source"))
-    helper = TokenVectors(**torch.load(world / "helper.pt", weights_only=False))
+    from safetensors import safe_open
+
+    with safe_open(str(world / "helper.safetensors"), framework="pt") as stored:  # no pickle between processes
+        helper = TokenVectors(stored.get_tensor("vectors"), stored.get_tensor("known"), **stored.metadata())
     digests = {}
     for mode in ("replace", "expand"):
         target = AutoTokenizer.from_pretrained(str(world / mode))
@@ -53,7 +56,11 @@ def test_every_method_writes_the_same_bytes_in_another_process(
     source_tokenizer.save_pretrained(tmp_path / "source")
     target_tokenizer.save_pretrained(tmp_path / "replace")
     expanded_tokenizer.save_pretrained(tmp_path / "expand")
-    torch.save(vars(fasttext_helper), tmp_path / "helper.pt")
+    from safetensors.torch import save_file
+
+    save_file({"vectors": fasttext_helper.vectors.contiguous(), "known": fasttext_helper.known.contiguous()},
+              str(tmp_path / "helper.safetensors"),
+              metadata={"kind": fasttext_helper.kind, "description": fasttext_helper.description})
     (tmp_path / "italian.txt").write_text(Path(corpus_file).read_text(encoding="utf-8"), encoding="utf-8")
     here = matrix_digests(str(tmp_path))
     code = (
