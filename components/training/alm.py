@@ -225,12 +225,22 @@ def sequence_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
         ``(token_logp, word_start_logp)``, [batch, length] each: ``log p(token t | tokens < t)`` (0 at position 0)
         and ``log p(the token after t starts a word | tokens <= t)`` (None without ``word_starts``).
     """
-    from vocadapt.components.training.token_logprobs import DEFAULT_SLAB, next_token_logprobs
+    hidden = final_hidden_states(model, input_ids, attention_mask)
+    return scores_from_hidden(hidden, _output_head(model), input_ids, word_starts, slab=slab)
 
+
+def final_hidden_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """[batch, length, hidden] after the final norm; the model computes the logits of the last position only."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False,
                 logits_to_keep=1)
-    hidden = out.hidden_states[-1]
-    head = _output_head(model)
+    return out.hidden_states[-1]
+
+
+def scores_from_hidden(hidden: torch.Tensor, head, input_ids: torch.Tensor, word_starts: torch.Tensor | None = None,
+                       *, slab: int | None = None):
+    """:func:`sequence_scores` from final hidden states and the head that reads them."""
+    from vocadapt.components.training.token_logprobs import DEFAULT_SLAB, next_token_logprobs
+
     targets = torch.cat([input_ids[:, 1:], input_ids[:, :1]], dim=1)  # the last target is a placeholder
     logp, word_start = next_token_logprobs(hidden, head, targets, word_start_mask=word_starts,
                                            slab=slab or DEFAULT_SLAB)

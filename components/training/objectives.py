@@ -19,9 +19,10 @@ import torch
 from torch import nn
 
 from vocadapt.components.training.alm import (
-    TEMPERATURE, WORD_START_THRESHOLD, alm_loss, sequence_scores, word_start_mask)
+    TEMPERATURE, WORD_START_THRESHOLD, alm_loss, final_hidden_states, scores_from_hidden, sequence_scores,
+    word_start_mask)
 from vocadapt.components.training.distill_data import TeacherView
-from vocadapt.components.training.token_logprobs import causal_lm_loss, next_token_logprobs
+from vocadapt.components.training.token_logprobs import DEFAULT_SLAB, causal_lm_loss
 
 TERMS = ("clm", "mtp", "distill")
 
@@ -108,7 +109,7 @@ class LaptObjective:
             clm = next_token
             if "mtp" in self.terms:
                 second = causal_lm_loss(hidden[:, :-1], _unwrapped(module).extra_head, input_ids[:, 1:],
-                                        attention_mask[:, 1:], slab=teach.slab or 256)
+                                        attention_mask[:, 1:], slab=teach.slab or DEFAULT_SLAB)
                 terms["mtp_loss"] = second.detach().float()
                 clm = (next_token + second) / 2
             loss = clm + self.distill_weight * distilled.loss
@@ -133,15 +134,8 @@ def _student_scores(module, lm, input_ids, attention_mask, word_starts, slab):
     see it (the MTP wrapper passes a call without labels through to the LM); the heads are applied here, on the
     final hidden states, slab by slab. Their parameters' gradients still reach DDP's and DeepSpeed's hooks, which
     sit on the parameters, not on the forward."""
-    from vocadapt.components.training.token_logprobs import DEFAULT_SLAB
-
-    out = module(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False,
-                 logits_to_keep=1)
-    hidden = out.hidden_states[-1]
-    targets = torch.cat([input_ids[:, 1:], input_ids[:, :1]], dim=1)
-    logp, word = next_token_logprobs(hidden, lm.get_output_embeddings(), targets, word_start_mask=word_starts,
-                                     slab=slab or DEFAULT_SLAB)
-    token_logp = torch.cat([logp.new_zeros(logp.shape[0], 1), logp[:, :-1]], dim=1)
+    hidden = final_hidden_states(module, input_ids, attention_mask)
+    token_logp, word = scores_from_hidden(hidden, lm.get_output_embeddings(), input_ids, word_starts, slab=slab)
     return token_logp, word, hidden
 
 

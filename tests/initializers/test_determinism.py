@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 from tests.initializers.tiny_world import tiny_llama
 from vocadapt.components.initializers import available_initializers, get_initializer
 
