@@ -83,9 +83,11 @@ def run_adapt(
     if config.tracking.energy:
         check_country(config.tracking.country_iso_code)
     inputs = resolve_inputs(config)
-    from vocadapt.platform.model_loading import check_model_folder
+    from vocadapt.platform.model_loading import check_model_folder, check_teacher
 
     check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
+    if config.lapt.runs:
+        check_teacher(config.lapt, inputs.source_model)
     expectations = check_corpora(config, inputs, console, cache)
     pretrained_tokenizer = None
     if inputs.target_tokenizer:

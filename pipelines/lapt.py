@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy
-from vocadapt.platform.model_loading import check_model_folder
+from vocadapt.platform.model_loading import check_teacher
 from vocadapt.platform.sources import read_documents, resolve_inputs
 from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
 
@@ -33,13 +33,7 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
     if not model_dir.is_dir():
         raise UserError(f"model {model_dir} is not a local folder; pass --model with a saved model folder "
                         "(run `vocadapt assets` for the embedded default)")
-    teacher_dir = Path(config.lapt.teacher or inputs.source_model)
-    if config.lapt.distills:
-        if not teacher_dir.is_dir():
-            raise UserError(f"lapt.teacher {teacher_dir} is not a local folder; the 'distill' objective needs the "
-                            "model to distil from (a folder with its weights and tokenizer; default: the source "
-                            "model)")
-        check_model_folder(teacher_dir, what="lapt.teacher")
+    teacher_dir = check_teacher(config.lapt, inputs.source_model)
     workdir = Path(config.output_dir) / config.name
     held_out = {"target": read_documents(inputs.target_validation, config.evaluation.max_documents),
                 "source": read_documents(inputs.source_validation, config.evaluation.max_documents)}

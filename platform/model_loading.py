@@ -69,6 +69,21 @@ def strip_custom_code(folder: Path) -> None:
                 config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def check_teacher(lapt, source_model: str | Path) -> Path | None:
+    """The teacher a 'distill' objective reads (``lapt.teacher``, else the source model), checked like any model
+    folder before a run opens; None when the objective does not distil."""
+    if not lapt.distills:
+        return None
+    teacher = Path(lapt.teacher or source_model)
+    if not teacher.is_dir():
+        from vocadapt.components.errors import UserError
+
+        raise UserError(f"lapt.teacher {teacher} is not a local folder; the 'distill' objective needs the model to "
+                        "distil from (a folder with its weights and tokenizer; default: the source model)")
+    check_model_folder(teacher, what="lapt.teacher")
+    return teacher
+
+
 def load_causal_lm(folder: str | Path, *, what: str, dtype: Any = None, trust_remote_code: bool = False,
                    revision: str | None = None):
     """The one way a checkpoint folder becomes a model: :func:`check_model_folder` first, then transformers with

@@ -83,3 +83,18 @@ def test_vocadapt_adapt_distils_each_method_from_the_source_model(tmp_path, fixt
     history = client.get_metric_history(child.info.run_id, "lapt_distill_loss")
     assert [m.step for m in history] == [1, 2, 3] and all(m.value > 0 for m in history)
     assert child.data.metrics["bpb_target_after_lapt"] > 0
+
+
+def test_adapt_refuses_a_missing_teacher_before_any_run_or_folder(tmp_path, fixture_corpora, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from vocadapt.cli.app import app
+
+    _, uri, options = _setup(tmp_path, fixture_corpora, monkeypatch, **{
+        "lapt.objective": "distill", "lapt.teacher": str(tmp_path / "no-such-teacher"), "init.methods": "[fvt]"})
+    result = CliRunner().invoke(app, ["adapt", *options])
+    assert result.exit_code == 2, result.output
+    assert "lapt.teacher" in result.output and "no-such-teacher" in result.output
+    assert not (tmp_path / "runs").exists()
+    experiment = MlflowClient(uri).get_experiment_by_name("tiny-e2e")
+    assert experiment is None or not MlflowClient(uri).search_runs([experiment.experiment_id])
