@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform import model_loading
 from vocadapt.platform.config_sections import ConfigError, LaptSection
+from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, worker_progress
 
 METRIC_PREFIX = "lapt_"
 
@@ -91,7 +92,7 @@ def init_ray(num_cpus: int = 2) -> None:
 
     Ray's own output stays in its session log folder (:func:`ray_logs_dir`), not on the console: forwarded, the
     demo's console was 682 lines, 513 of them Ray's (controller polls, core-worker notices, worker logs) between
-    the pipeline's steps. LAPT's progress reaches the console from the driver (:func:`_follow_progress`) and a
+    the pipeline's steps. LAPT's progress reaches the console from the driver (:func:`~vocadapt.platform.lapt_progress.follow_progress`) and a
     worker's error in the exception ``fit`` raises, with where the full logs are."""
     import logging
 
@@ -266,7 +267,7 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
         ),
     )
     try:
-        with _follow_progress(progress_file, section.total_steps(section.num_workers)):
+        with follow_progress(progress_file, section.total_steps(section.num_workers)):
             result = trainer.fit()  # Ray Train V2 raises a worker's error; V1 returned it in result.error
         error = result.error
     except TrainingFailedError as raised:
@@ -332,7 +333,7 @@ def lapt_worker(config: dict) -> None:
             model, tokenizer, data, settings, logger, checkpoint_hook=energy.checkpoint_hook(_report_checkpoint),
             resume_state=resume_dir, eval_documents=config["eval_documents"],
             engine_factory=_engine_factory(settings),
-            step_hook=_progress_bar(rank, settings.total_steps(ray.train.get_context().get_world_size())),
+            step_hook=worker_progress(rank, settings.total_steps(ray.train.get_context().get_world_size())),
             distillation=distillation,
         )
     _report_final(result, tokenizer, rank, energy.total(stop=True))
@@ -425,69 +426,6 @@ def _engine_factory(settings: LaptSection):
     from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
 
     return deepspeed_engine_factory(settings.deepspeed, settings)
-
-
-PROGRESS_FILE = "progress.json"
-PROGRESS_ENV = "VOCADAPT_LAPT_PROGRESS_FILE"
-
-
-def _progress_bar(rank: int, total_steps: int):
-    """Rank 0 records its progress after every optimizer step in the file the driver follows (``PROGRESS_ENV``);
-    without one (a worker started by something else) it shows a tqdm bar in its own output."""
-    path = os.environ.get(PROGRESS_ENV) if rank == 0 else None
-    if path:
-        def record(step: int, metrics: dict) -> None:
-            figures = {"step": step, "total": total_steps, "loss": float(metrics["loss"])}
-            Path(path + ".tmp").write_text(json.dumps(figures), encoding="utf-8")
-            os.replace(path + ".tmp", path)  # the driver never reads half a file
-
-        return record
-    from tqdm import tqdm
-
-    bar = tqdm(total=total_steps, desc="LAPT", unit="step", disable=rank != 0)
-
-    def hook(step: int, metrics: dict) -> None:
-        bar.n = step
-        bar.set_postfix(loss=f"{metrics['loss']:.3f}", refresh=True)
-
-    return hook
-
-
-@contextmanager
-def _follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
-    """A tqdm bar in the driver that follows rank 0's progress file while ``fit`` runs (worker output stays in
-    Ray's logs). The file is on rank 0's node: a multi-node run shows it where the storage path is shared."""
-    import threading
-
-    from tqdm import tqdm
-
-    bar, done = tqdm(total=total_steps, desc="LAPT", unit="step"), threading.Event()
-
-    def poll() -> None:
-        while not done.wait(every):
-            _show(bar, progress_file)
-
-    watcher = threading.Thread(target=poll, daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
-        _show(bar, progress_file)
-        bar.close()
-
-
-def _show(bar, progress_file: Path) -> None:
-    try:
-        figures = json.loads(progress_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # not written yet
-    if figures["step"] == bar.n:
-        return  # redrawn only when a step ends: a console that is not a terminal gets one line per redraw
-    bar.total = figures["total"]
-    bar.n = figures["step"]
-    bar.set_postfix(loss=f"{figures['loss']:.3f}", refresh=True)
 
 
 def _report_checkpoint(step: int, write, metrics: dict) -> None:
