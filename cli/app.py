@@ -12,8 +12,34 @@ import pkgutil
 import sys
 
 import typer
+from typer.core import TyperGroup
+
+
+class _CommandGroup(TyperGroup):
+    """Every command runs inside one net: Ctrl-C prints what stopped and what was kept (exit 130); an unexpected
+    exception writes its traceback to a log file and prints one line naming it (exit 1). User errors are handled
+    in the commands (``cli/errors.py::user_errors``, exit 2); click's own exits and usage errors pass through."""
+
+    def invoke(self, ctx: typer.Context):
+        from vocadapt.cli.errors import report_internal_error, report_interrupt
+
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException, SystemExit):  # typer's exits and usage errors
+            raise
+        except KeyboardInterrupt:
+            report_interrupt(_command_name(ctx))
+        except Exception as error:
+            report_internal_error(_command_name(ctx), error)
+
+
+def _command_name(ctx: typer.Context) -> str:
+    """The command that ran: ``adapt``, ``tokenizer`` (the group, for ``tokenizer train``)."""
+    return ctx.invoked_subcommand or "?"
+
 
 app = typer.Typer(
+    cls=_CommandGroup,
     name="vocadapt",
     help="Adapt an English-first LLM to another language by changing its vocabulary.",
     no_args_is_help=True,

@@ -77,6 +77,12 @@ def run_sweep(
     started = time.monotonic()
     try:
         grid = fit(sweep, spec, resume=resume, retry_failed=retry_failed)
+    except KeyboardInterrupt:
+        tracker.client.set_terminated(parent_id, status="KILLED")
+        from vocadapt.platform.tracking import KILLED_RUNS
+
+        KILLED_RUNS.append((sweep.name, parent_id))
+        raise
     except BaseException:
         tracker.client.set_terminated(parent_id, status="FAILED")
         raise

@@ -108,6 +108,10 @@ def sha256_tree(folder: Path) -> str:
     return digest.hexdigest()
 
 
+# (run name, run id) of every run this process ended as KILLED after a Ctrl-C, innermost first
+KILLED_RUNS: list[tuple[str, str]] = []
+
+
 @dataclass
 class Tracker:
     """One experiment in one tracking store."""
@@ -145,13 +149,18 @@ class Tracker:
 
     @contextmanager
     def run(self, name: str, *, parent_run_id: str | None = None, tags: Mapping[str, str] | None = None) -> Iterator[Any]:
-        """Start a run (nested under ``parent_run_id`` when given); FINISHED on success, FAILED on an exception."""
+        """Start a run (nested under ``parent_run_id`` when given); FINISHED on success, KILLED on Ctrl-C
+        (KeyboardInterrupt, recorded in ``KILLED_RUNS`` for the command's closing message), FAILED on an exception."""
         all_tags = dict(redact(tags or {}))
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
         try:
             yield run
+        except KeyboardInterrupt:
+            self.client.set_terminated(run.info.run_id, status="KILLED")
+            KILLED_RUNS.append((name, run.info.run_id))
+            raise
         except BaseException:
             self.client.set_terminated(run.info.run_id, status="FAILED")
             raise
