@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import yaml
 from rich.console import Console
 
-from vocadapt.components.errors import UserError
 from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summary_json
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy, measure_energy
-from vocadapt.platform.sources import ResolvedInputs, read_documents, resolve_inputs
+from vocadapt.pipelines.preflight import check_corpora, corpus_expectations, preflight, resolve_methods  # noqa: F401
+from vocadapt.platform.energy import EnergyLedger, EnergyReading, log_energy, measure_energy
+from vocadapt.platform.sources import ResolvedInputs, read_documents
 from vocadapt.platform.tracking import (
     Tracker, git_commit, redact_tree, resolve_tracking_uri, sha256_files, sha256_tree,
 )
@@ -73,27 +73,11 @@ def run_adapt(
     shares the source model's bits per byte, the trained tokenizer and a trained helper between trials.
     ``overwrite`` replaces an existing ``<output_dir>/<name>/<language>``, only once the new one is complete."""
     console = console or Console()
-    # ---- setup: everything that can fail on bad input fails here, before any run or file exists
-    output_dir = Path(config.output_dir) / config.name / config.target.language
-    if output_dir.exists() and not overwrite:
-        raise UserError(f"name: {output_dir} already exists (an earlier run named {config.name!r}); nothing was "
-                        "changed. Pick a new name (--set name=...) or pass --overwrite to replace it once the new "
-                        "run has finished")
-    methods = resolve_methods(config)
-    if config.tracking.energy:
-        check_country(config.tracking.country_iso_code)
-    inputs = resolve_inputs(config)
-    from vocadapt.platform.model_loading import check_model_folder, check_teacher
-
-    check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
-    if config.lapt.runs:
-        check_teacher(config.lapt, inputs.source_model)
-    expectations = check_corpora(config, inputs, console, cache)
-    pretrained_tokenizer = None
-    if inputs.target_tokenizer:
-        from vocadapt.platform.model_loading import load_target_tokenizer
-
-        pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
+    # ---- setup: everything that can fail on bad input fails here, before any run or file exists (the same
+    # checks `vocadapt config --check-files` runs)
+    checked = preflight(config, check_files=True, overwrite=overwrite, console=console, cache=cache)
+    methods, inputs, output_dir = checked.methods, checked.inputs, checked.output_dir
+    expectations, pretrained_tokenizer = checked.expectations, checked.pretrained_tokenizer
     staging = output_dir.with_name(f".{output_dir.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -236,79 +220,6 @@ def _run(
 def _measure(config: ExperimentConfig, stage: str):
     """Energy and CO2 of one stage on the configured grid; nothing is measured with ``tracking.energy`` off."""
     return measure_energy(stage, country_iso_code=config.tracking.country_iso_code, enabled=config.tracking.energy)
-
-
-def resolve_methods(config: ExperimentConfig) -> dict[str, ConfiguredInitializer]:
-    """Each listed initialiser looked up in the registry once, its options checked once; unknown methods, unknown
-    options and missing helpers fail here, before any work. The run hands the result down to the surgery."""
-    from vocadapt.components.initializers import configure_initializer
-
-    methods = {}
-    for method in config.init.methods:
-        try:
-            methods[method] = configure_initializer(method, config.init.options.get(method, {}))
-        except KeyError as error:
-            raise UserError(f"init.methods: {error.args[0]}") from error
-        except ValueError as error:
-            raise UserError(f"init.options.{method}: {error}") from error
-        if methods[method].needs_helper and not config.init.helper:
-            raise UserError(
-                f"init.methods: {method!r} needs a helper and init.helper is not set; it accepts "
-                f"{', '.join(methods[method].initializer.helpers) or 'a helper'} (set init.helper: fasttext to "
-                "train one on the corpus)"
-            )
-    unknown_options = set(config.init.options) - set(config.init.methods)
-    if unknown_options:
-        raise UserError(f"init.options names methods not in init.methods: {sorted(unknown_options)}")
-    return methods
-
-
-def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Console, cache: Any = None
-                  ) -> dict[str, Any]:
-    """Step 1: each corpus file's checks, then the great-expectations suite over every corpus; raises on a failure
-    (naming the file or the expectation, and the fix) before any run or file exists. Returns the suite's results,
-    which the caller logs once its run is open (``log_expectations``). ``cache`` (a sweep's ``ArtefactCache``)
-    validates the same corpora under the same settings once per sweep."""
-    from vocadapt.platform.corpus_checks import CorpusSplit, check_corpus, raise_for_failed_expectations
-
-    console.rule("[bold]1. corpus checks")
-    checks = [
-        ("target training", inputs.target_train, config.target.language, config.corpus.min_lines),
-        ("target held-out", inputs.target_validation, config.target.language, 1),
-        ("source-language training", inputs.source_train, config.target.source_language, 1),
-        ("source-language held-out", inputs.source_validation, config.target.source_language, 1),
-    ]
-    for role, files, language, min_lines in checks:
-        if not files:
-            continue
-        report = check_corpus(
-            list(files), language=language, min_share=config.corpus.min_language_share, min_lines=min_lines,
-            sample_lines=config.corpus.language_check_lines, seed=config.seed,
-        )
-        for checked in report.files:
-            console.print(f"  {role} {checked.path}: {checked.lines:,} lines, "
-                          f"{checked.language_share:.1%} labelled {report.expected_label} (bound {report.min_share:.0%})")
-    splits = [CorpusSplit(role, tuple(files), language, min_lines) for role, files, language, min_lines in checks
-              if files]
-    if cache is None:
-        results = corpus_expectations(config, splits)
-    else:
-        results = cache.corpus_expectations(config, inputs, lambda: corpus_expectations(config, splits))
-    passed = sum(record["success"] for record in results["expectations"])
-    console.print(f"  expectation suite: {passed} of {len(results['expectations'])} expectations met on "
-                  f"{len(splits)} corpora ({results['seconds']:.1f} s)", highlight=False)
-    raise_for_failed_expectations(results)
-    return results
-
-
-def corpus_expectations(config: ExperimentConfig, splits) -> dict[str, Any]:
-    """The great-expectations suite on ``splits`` (``CorpusSplit``s) with the bounds of the config's corpus section."""
-    from vocadapt.platform.corpus_checks import run_expectation_suite
-
-    corpus = config.corpus
-    return run_expectation_suite(splits, min_share=corpus.min_language_share, max_chars=corpus.max_line_chars,
-                                 max_duplicate_share=corpus.max_duplicate_share, max_rows=corpus.expectation_lines,
-                                 seed=config.seed)
 
 
 def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cache=None, pretrained=None):

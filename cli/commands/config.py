@@ -1,4 +1,4 @@
-"""``vocadapt config``: show the resolved config or its schema."""
+"""``vocadapt config``: check a config the way ``adapt`` does and show it resolved (or show its schema)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,14 @@ def register(app: typer.Typer) -> None:
         path: Optional[Path] = typer.Argument(None, help="YAML config; omitted: the defaults."),
         set_: list[str] = typer.Option([], "--set", help="Dotted override, e.g. lapt.max_steps=5 (repeatable)."),
         schema: bool = typer.Option(False, "--schema", help="Print the JSON schema with every field's description."),
+        check_files: bool = typer.Option(
+            False, "--check-files", help="Also run adapt's file checks: output folder, source model folder, "
+            "teacher, target tokenizer, helper files and every corpus (UTF-8, lines, language, expectation suite)."
+        ),
+        overwrite: bool = typer.Option(False, "--overwrite", help="With --check-files: accept an existing output "
+                                       "folder, as `vocadapt adapt --overwrite` would."),
     ) -> None:
-        """Validate a config and print it resolved (or print the schema)."""
+        """Check a config with the same checks `vocadapt adapt` runs first, then print it resolved."""
         import yaml
 
         from vocadapt.platform.config import ExperimentConfig, load_config
@@ -26,8 +32,14 @@ def register(app: typer.Typer) -> None:
         if schema:
             typer.echo(json.dumps(ExperimentConfig.model_json_schema(), indent=2))
             return
+        from rich.console import Console
+
+        from vocadapt.pipelines.preflight import preflight
+
         with user_errors():
             config = load_config(path, set_)
+            # adapt's own setup checks: a config printed here is one adapt starts (files too with --check-files)
+            preflight(config, check_files=check_files, overwrite=overwrite, console=Console(stderr=True))
         from vocadapt.platform.tracking import redact_tree
 
         # credentials in URIs and secret fields are masked: this output ends up in logs and bug reports

@@ -1,0 +1,210 @@
+"""The checks ``vocadapt adapt`` runs before any run or folder exists, in one place: ``adapt`` calls
+:func:`preflight` in its setup, and ``vocadapt config`` calls the same function (``--check-files`` to include the
+file checks), so a config that ``config`` accepts is one that ``adapt`` starts.
+
+Two levels:
+
+- config checks (no file is read): every listed initialiser exists and takes its options, a method that needs a
+  helper has one, the energy grid is known, storage and tracking URIs are well formed;
+- file checks (``check_files``): the output folder (refused when it exists, unless ``overwrite``), the source model
+  folder (safetensors only, no custom code), the distillation teacher, ``tokenizer.pretrained``, the helper's
+  files, the protected word list, and every corpus (present, non-empty, UTF-8, naming the file and line of a bad
+  byte, enough lines, in the right language, then the great-expectations suite).
+
+Each problem is a ``UserError`` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from rich.console import Console
+
+from vocadapt.components.errors import UserError
+from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.sources import ResolvedInputs
+
+if TYPE_CHECKING:
+    from vocadapt.components.initializers import ConfiguredInitializer
+
+# Schemes a storage path may use (pyarrow's and the common fsspec ones); a plain path is a local folder.
+STORAGE_SCHEMES = ("file", "s3", "s3a", "gs", "gcs", "hdfs", "viewfs", "abfs", "az", "memory")
+# Schemes MLflow takes as a tracking store; a plain path is a local file store.
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
+
+
+@dataclass
+class Preflight:
+    """What the checks resolved, handed to the run so nothing is looked up twice."""
+
+    methods: dict[str, ConfiguredInitializer]
+    output_dir: Path
+    inputs: ResolvedInputs | None = None  # None without the file checks
+    expectations: dict[str, Any] | None = None  # the great-expectations suite's results, logged by the run
+    pretrained_tokenizer: Any = None  # tokenizer.pretrained, loaded
+
+
+def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: bool = False,
+              console: Console | None = None, cache: Any = None) -> Preflight:
+    """Every check of ``adapt``'s setup; raises UserError on the first problem. ``cache``: a sweep's
+    ``ArtefactCache``, which runs the corpus suite once per sweep."""
+    from vocadapt.platform.energy import check_country
+
+    methods = resolve_methods(config)
+    if config.tracking.energy:
+        check_country(config.tracking.country_iso_code)
+    check_storage_uri(config.lapt.storage_path, "lapt.storage_path")
+    check_tracking_uri(config.tracking.tracking_uri, "tracking.tracking_uri")
+    output_dir = Path(config.output_dir) / config.name / config.target.language
+    checked = Preflight(methods, output_dir)
+    if not check_files:
+        return checked
+    check_output_folder(output_dir, config, overwrite)
+    from vocadapt.platform.model_loading import check_model_folder, check_teacher, load_target_tokenizer
+    from vocadapt.platform.sources import resolve_inputs
+
+    checked.inputs = inputs = resolve_inputs(config)  # corpora exist, assets built, source model is a folder
+    check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
+    if config.lapt.runs:
+        check_teacher(config.lapt, inputs.source_model)
+    if any(method.needs_helper for method in methods.values()):
+        check_helper_files(config.init.helper)
+    checked.expectations = check_corpora(config, inputs, console or Console(), cache)
+    if inputs.target_tokenizer:
+        checked.pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
+    return checked
+
+
+def check_output_folder(output_dir: Path, config: ExperimentConfig, overwrite: bool) -> None:
+    """``<output_dir>/<name>/<language>`` must not exist (unless ``overwrite``), and ``output_dir`` must be a folder."""
+    for parent in (Path(config.output_dir), Path(config.output_dir) / config.name):
+        if parent.exists() and not parent.is_dir():
+            raise UserError(f"output_dir: {parent} is a file, not a folder; set output_dir (or name) to a folder")
+    if output_dir.exists() and not overwrite:
+        raise UserError(f"name: {output_dir} already exists (an earlier run named {config.name!r}); nothing was "
+                        "changed. Pick a new name (--set name=...) or pass --overwrite to replace it once the new "
+                        "run has finished")
+
+
+def check_storage_uri(value: str | Path | None, field: str) -> None:
+    """A local path or ``scheme://...`` with a scheme in ``STORAGE_SCHEMES`` and, for object stores, a bucket."""
+    if value is None or "://" not in str(value):
+        return
+    parts = urlsplit(str(value))
+    scheme = parts.scheme.lower()
+    from vocadapt.platform.tracking import redact_value
+
+    shown = redact_value(str(value))
+    if scheme not in STORAGE_SCHEMES:
+        raise UserError(f"{field} {shown}: unknown storage scheme {scheme!r}; use a local folder or one of "
+                        f"{', '.join(s + '://' for s in STORAGE_SCHEMES)}")
+    if scheme not in ("file", "memory") and not parts.hostname:
+        raise UserError(f"{field} {shown}: no bucket; write it as {scheme}://BUCKET/PREFIX")
+
+
+def check_tracking_uri(value: str | None, field: str) -> None:
+    """Empty (the default store), a local path, or a URI MLflow accepts: ``http(s)://HOST``, ``sqlite:///FILE``..."""
+    if not value or ":" not in value or len(urlsplit(value).scheme) <= 1:  # a path (or a Windows drive)
+        return
+    parts = urlsplit(value)
+    scheme = parts.scheme.lower().split("+")[0]  # postgresql+psycopg2 -> postgresql
+    from vocadapt.platform.tracking import redact_value
+
+    shown = redact_value(value)
+    if scheme not in TRACKING_SCHEMES:
+        raise UserError(f"{field} {shown}: unknown tracking scheme {scheme!r}; use http(s)://HOST:PORT, "
+                        "sqlite:///PATH/mlflow.db, a database URI or a local folder")
+    if scheme in ("http", "https") and not parts.hostname:
+        raise UserError(f"{field} {shown}: no host; write it as {scheme}://HOST:PORT")
+    if scheme == "sqlite" and not value.startswith("sqlite:///"):
+        raise UserError(f"{field} {shown}: write a SQLite store as sqlite:///PATH (three slashes, then the file)")
+
+
+def check_helper_files(helper: str | None) -> None:
+    """``init.helper`` naming a folder or a vectors file: it must exist (fasttext is trained, nothing to check)."""
+    if not helper or helper.strip().lower() in ("none", "fasttext") or helper.startswith("fasttext:"):
+        return
+    kind, _, location = helper.strip().partition(":")
+    if kind not in ("model", "vectors"):
+        location = helper.strip()
+    path = Path(location).expanduser()
+    looks_local = location.startswith((".", "/", "~")) or location.endswith(".vec") or kind in ("model", "vectors")
+    if looks_local and not path.exists():
+        raise UserError(f"init.helper {helper!r}: {path} does not exist; give 'fasttext', 'model:DIR' (a model using "
+                        "the target tokenizer) or 'vectors:FILE.vec'")
+
+
+def resolve_methods(config: ExperimentConfig) -> dict[str, ConfiguredInitializer]:
+    """Each listed initialiser looked up in the registry once, its options checked once; unknown methods, unknown
+    options and missing helpers fail here, before any work. The run hands the result down to the surgery."""
+    from vocadapt.components.initializers import configure_initializer
+
+    methods = {}
+    for method in config.init.methods:
+        try:
+            methods[method] = configure_initializer(method, config.init.options.get(method, {}))
+        except KeyError as error:
+            raise UserError(f"init.methods: {error.args[0]}") from error
+        except ValueError as error:
+            raise UserError(f"init.options.{method}: {error}") from error
+        if methods[method].needs_helper and not config.init.helper:
+            raise UserError(
+                f"init.methods: {method!r} needs a helper and init.helper is not set; it accepts "
+                f"{', '.join(methods[method].initializer.helpers) or 'a helper'} (set init.helper: fasttext to "
+                "train one on the corpus)"
+            )
+    unknown_options = set(config.init.options) - set(config.init.methods)
+    if unknown_options:
+        raise UserError(f"init.options names methods not in init.methods: {sorted(unknown_options)}")
+    return methods
+
+
+def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Console, cache: Any = None
+                  ) -> dict[str, Any]:
+    """Step 1: each corpus file's checks, then the great-expectations suite over every corpus; raises on a failure
+    (naming the file or the expectation, and the fix) before any run or file exists. Returns the suite's results,
+    which the caller logs once its run is open (``log_expectations``). ``cache`` (a sweep's ``ArtefactCache``)
+    validates the same corpora under the same settings once per sweep."""
+    from vocadapt.platform.corpus_checks import CorpusSplit, check_corpus, raise_for_failed_expectations
+
+    console.rule("[bold]1. corpus checks")
+    checks = [
+        ("target training", inputs.target_train, config.target.language, config.corpus.min_lines),
+        ("target held-out", inputs.target_validation, config.target.language, 1),
+        ("source-language training", inputs.source_train, config.target.source_language, 1),
+        ("source-language held-out", inputs.source_validation, config.target.source_language, 1),
+    ]
+    for role, files, language, min_lines in checks:
+        if not files:
+            continue
+        report = check_corpus(
+            list(files), language=language, min_share=config.corpus.min_language_share, min_lines=min_lines,
+            sample_lines=config.corpus.language_check_lines, seed=config.seed,
+        )
+        for checked in report.files:
+            console.print(f"  {role} {checked.path}: {checked.lines:,} lines, "
+                          f"{checked.language_share:.1%} labelled {report.expected_label} (bound {report.min_share:.0%})")
+    splits = [CorpusSplit(role, tuple(files), language, min_lines) for role, files, language, min_lines in checks
+              if files]
+    if cache is None:
+        results = corpus_expectations(config, splits)
+    else:
+        results = cache.corpus_expectations(config, inputs, lambda: corpus_expectations(config, splits))
+    passed = sum(record["success"] for record in results["expectations"])
+    console.print(f"  expectation suite: {passed} of {len(results['expectations'])} expectations met on "
+                  f"{len(splits)} corpora ({results['seconds']:.1f} s)", highlight=False)
+    raise_for_failed_expectations(results)
+    return results
+
+
+def corpus_expectations(config: ExperimentConfig, splits) -> dict[str, Any]:
+    """The great-expectations suite on ``splits`` (``CorpusSplit``s) with the bounds of the config's corpus section."""
+    from vocadapt.platform.corpus_checks import run_expectation_suite
+
+    corpus = config.corpus
+    return run_expectation_suite(splits, min_share=corpus.min_language_share, max_chars=corpus.max_line_chars,
+                                 max_duplicate_share=corpus.max_duplicate_share, max_rows=corpus.expectation_lines,
+                                 seed=config.seed)
