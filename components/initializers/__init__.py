@@ -62,6 +62,7 @@ class Initializer:
     needs_helper: bool
     helpers: tuple[str, ...]
     aliases: tuple[str, ...]
+    columnwise: bool = False
 
     @property
     def options(self) -> dict[str, Any]:
@@ -113,6 +114,10 @@ class ConfiguredInitializer:
     def needs_helper(self) -> bool:
         return self.initializer.needs_helper
 
+    @property
+    def columnwise(self) -> bool:
+        return self.initializer.columnwise
+
     def check_helper(self, helper: Any) -> None:
         """MissingHelperError when the method needs a helper and ``helper`` is None."""
         if self.needs_helper and helper is None:
@@ -132,11 +137,19 @@ def register_initializer(
     aliases: tuple[str, ...] = (),
     needs_helper: bool = False,
     helpers: tuple[str, ...] = (),
+    columnwise: bool = False,
 ) -> Callable[[InitializerFunction], InitializerFunction]:
-    """Register ``function`` under ``name`` (and its aliases). ``helpers`` names the helper kinds it accepts."""
+    """Register ``function`` under ``name`` (and its aliases). ``helpers`` names the helper kinds it accepts.
+
+    columnwise: column j of the new rows depends only on column j of ``source_matrix`` and on nothing that depends
+        on the hidden size (its random draws included), so the method run on column blocks of the source matrix
+        gives the same rows, block by block. Surgery on a checkpoint then streams the matrix a column block at a
+        time and its memory stays bounded whatever the vocabulary or hidden size (``components/surgery/streaming.py``);
+        ``tests/initializers/test_bounded_memory.py`` checks the claim for every method that makes it.
+    """
 
     def decorate(function: InitializerFunction) -> InitializerFunction:
-        entry = Initializer(name, function, needs_helper, helpers, aliases)
+        entry = Initializer(name, function, needs_helper, helpers, aliases, columnwise)
         for key in (name, *aliases):
             if key in _REGISTRY and _REGISTRY[key].function is not function:
                 raise ValueError(f"initialiser name {key!r} is registered twice")

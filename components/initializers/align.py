@@ -113,7 +113,7 @@ def alignment_weights(problem: InitProblem, max_lines: int) -> tuple[torch.Tenso
     return matrix, torch.from_numpy(occurrences)
 
 
-@register_initializer("align")
+@register_initializer("align", columnwise=True)
 def align(problem: InitProblem, *, max_lines: int = 200_000) -> torch.Tensor:
     """(N, hidden) frequency-weighted means of aligned source pieces; FVT rows for tokens unseen in the corpus.
 

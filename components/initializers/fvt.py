@@ -33,7 +33,7 @@ def piece_bags(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor, torch.
     return flat, offsets, lengths > 0
 
 
-@register_initializer("fvt", aliases=("mean",))
+@register_initializer("fvt", aliases=("mean",), columnwise=True)
 def fvt(problem: InitProblem) -> torch.Tensor:
     """(N, hidden): row i = mean of ``source_matrix[p]`` over the source pieces p of new token i.
 

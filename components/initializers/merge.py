@@ -70,7 +70,7 @@ def _depths(producers: dict[int, tuple[int, int]], resolvable: set[int]) -> dict
     return depth
 
 
-@register_initializer("merge")
+@register_initializer("merge", columnwise=True)
 def merge(problem: InitProblem) -> torch.Tensor:
     """(N, hidden): hierarchical means along the merge tree, computed one tree level at a time (batched)."""
     from vocadapt.components.initializers.fvt import fvt

@@ -8,7 +8,7 @@ from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import overlap_pairs
 
 
-@register_initializer("random_token")
+@register_initializer("random_token", columnwise=True)
 def random_token(problem: InitProblem, *, from_overlap_only: bool = False) -> torch.Tensor:
     """(N, hidden): row i is the source row of a token drawn uniformly at random.
 
