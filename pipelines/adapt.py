@@ -154,6 +154,7 @@ def _run(
         tokenizer_sha = sha256_tree(tokenizer_dir)
         tracker.log_artifact(parent_id, tokenizer_dir, "tokenizer")
         tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
+        _warn_if_vocabulary_short(config, inputs, replacement, tracker, parent_id, console)
         if config.init.mode == "expand":
             expansion = _expansion_summary(replacement, inputs)
             tracker.log_dict(parent_id, expansion, "expansion.json")
@@ -215,6 +216,21 @@ def _run(
         parent_id, tracker.experiment_id, tracker.tracking_uri, workdir, fertility, source_bpb, outcomes, best,
         registered,
     )
+
+
+def _warn_if_vocabulary_short(config, inputs, change, tracker: Tracker, run_id: str, console: Console) -> None:
+    """A corpus too small for ``tokenizer.vocab_size`` gives a smaller vocabulary. Known only once the tokenizer is
+    trained, after the run opened, so it is a loud warning, a tag and a metric rather than a refusal (the run is
+    still valid; `vocadapt tokenizer train` refuses it before writing anything)."""
+    reached = len(change.tokenizer)
+    tracker.log_metrics(run_id, {"tokenizer.vocab_size_reached": reached})
+    if inputs.target_tokenizer or config.init.mode == "expand" or reached >= config.tokenizer.vocab_size:
+        return
+    warning = (f"tokenizer.vocab_size is {config.tokenizer.vocab_size:,} but the target corpus gives only "
+               f"{reached:,} tokens at tokenizer.min_frequency {config.tokenizer.min_frequency}; the run goes on "
+               f"with {reached:,}: set tokenizer.vocab_size <= {reached:,} to silence this, or add text")
+    console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
+    tracker.set_tags(run_id, {"vocadapt.warning.tokenizer_vocab_size": warning})
 
 
 def _measure(config: ExperimentConfig, stage: str):

@@ -80,12 +80,17 @@ def train_command(
             raise UserError("give either --corpus FILE... or --dataset PATH (exactly one of them)")
         options = dict(kind=kind, vocab_size=vocab_size, min_frequency=min_frequency, max_lines=max_lines,
                        seed=seed, special_tokens=special_token or None, overwrite=overwrite,
-                       like=load_tokenizer(like) if like else None)  # fmt: skip
-        if dataset is not None:
-            trained = training.train_tokenizer_from_dataset(_load_dataset(dataset), out, text_column=text_column,
-                                                            **options)  # fmt: skip
-        else:
-            trained = training.train_tokenizer(corpus, out_dir=out, **options)
+                       like=load_tokenizer(like) if like else None,
+                       require_vocab_size=True)  # fmt: skip  # a smaller vocabulary than asked is refused
+        try:
+            if dataset is not None:
+                trained = training.train_tokenizer_from_dataset(
+                    _load_dataset(dataset), out, text_column=text_column, **options)  # fmt: skip
+            else:
+                trained = training.train_tokenizer(corpus, out_dir=out, **options)
+        except training.VocabularyNotReached as error:
+            raise UserError(f"--vocab-size {vocab_size}: {error} (--vocab-size {error.reached} or a lower "
+                            "--min-frequency)") from error
     typer.echo(f"trained {kind} tokenizer with {len(trained):,} tokens -> {out}")
 
 

@@ -17,9 +17,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._wrap import SpecialTokenPlan, plan_special_tokens, wrap_fast
 
 KINDS = ("bytelevel-bpe", "spm-bpe", "spm-unigram", "wordpiece")
+
+
+class VocabularyNotReached(UserError):
+    """The corpus cannot give as many tokens as asked; ``reached`` is how many it gives."""
+
+    def __init__(self, message: str, reached: int):
+        super().__init__(message)
+        self.reached = reached
 
 
 def iter_corpus_lines(corpus_files: Sequence[str | Path], max_lines: int | None = None) -> Iterator[str]:
@@ -31,12 +40,39 @@ def iter_corpus_lines(corpus_files: Sequence[str | Path], max_lines: int | None 
     def lines() -> Iterator[str]:
         for path in corpus_files:
             with open(path, encoding="utf-8") as handle:
-                for line in handle:
-                    line = line.rstrip("\n")
-                    if line.strip():
-                        yield line
+                try:
+                    for line in handle:
+                        line = line.rstrip("\n")
+                        if line.strip():
+                            yield line
+                except UnicodeDecodeError:
+                    raise not_utf8_error(Path(path)) from None
 
     return itertools.islice(lines(), max_lines)
+
+
+def not_utf8_error(path: Path) -> UserError:
+    """A UserError naming the file, the line and the byte that is not UTF-8, and the fix."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                return UserError(
+                    f"{path}, line {number}: byte 0x{raw[error.start]:02x} at column {error.start + 1} is not UTF-8; "
+                    f"re-encode the file as UTF-8 (e.g. `iconv -f LATIN1 -t UTF-8 {path}`) or remove that line")
+    return UserError(f"{path} is not UTF-8; re-encode it as UTF-8 (e.g. `iconv -t UTF-8`)")
+
+
+def check_corpus_files(corpus_files: Sequence[str | Path], max_lines: int | None = None) -> int:
+    """Refuse, before any training, corpus files that are missing, not UTF-8 (naming the file and line) or hold no
+    non-empty line at all; returns the number of non-empty lines read (at most ``max_lines``)."""
+    count = sum(1 for _ in iter_corpus_lines(corpus_files, max_lines))
+    if count == 0:
+        names = ", ".join(str(path) for path in corpus_files) or "(no file given)"
+        raise UserError(f"corpus {names}: no non-empty line to train a tokenizer on; give UTF-8 text files with "
+                        "one document per line")
+    return count
 
 
 def train_tokenizer(
@@ -53,6 +89,7 @@ def train_tokenizer(
     like: Any = None,
     overwrite: bool = False,
     show_progress: bool = True,
+    require_vocab_size: bool = False,
 ):
     """Train a tokenizer on text files and save it to ``out_dir``; returns the loaded fast tokenizer.
 
@@ -67,12 +104,19 @@ def train_tokenizer(
         seed: sentencepiece's random seed (the other trainers are deterministic).
         character_coverage: sentencepiece's share of characters kept as pieces (default 0.9995).
         like: a source tokenizer whose special tokens, chat template and bos/eos settings to carry.
+        require_vocab_size: refuse (``VocabularyNotReached``, nothing written) when the corpus cannot reach
+            ``vocab_size``; otherwise the tokenizer is saved with the size reached, ``len(result)``, which the caller
+            reports.
+
+    Files missing, not UTF-8 or without text are refused before training (a ``UserError`` naming file and line).
     """
+    check_corpus_files(corpus_files, max_lines)
     lines = iter_corpus_lines(corpus_files, max_lines)
     return train_tokenizer_from_iterator(
         lines, kind, vocab_size, out_dir, min_frequency=min_frequency, special_tokens=special_tokens,
         seed=seed, character_coverage=character_coverage, like=like, overwrite=overwrite,
-        show_progress=show_progress,
+        show_progress=show_progress, require_vocab_size=require_vocab_size,
+        corpus_name=", ".join(str(path) for path in corpus_files),
     )  # fmt: skip
 
 
@@ -82,6 +126,7 @@ def train_tokenizer_from_dataset(dataset: Any, out_dir: str | Path, *, text_colu
     kind, vocab_size = options.pop("kind"), options.pop("vocab_size")
     texts = (row[text_column] for row in dataset)
     lines = itertools.islice((text for text in texts if text and text.strip()), max_lines)
+    options.setdefault("corpus_name", f"column {text_column!r} of the dataset")
     return train_tokenizer_from_iterator(lines, kind, vocab_size, out_dir, **options)
 
 
@@ -98,8 +143,11 @@ def train_tokenizer_from_iterator(
     like: Any = None,
     overwrite: bool = False,
     show_progress: bool = True,
+    require_vocab_size: bool = False,
+    corpus_name: str = "the corpus",
 ):
-    """Train on an iterable of texts; see :func:`train_tokenizer`. Writes ``out_dir`` atomically."""
+    """Train on an iterable of texts; see :func:`train_tokenizer`. Writes ``out_dir`` atomically; nothing when the
+    texts are empty or (``require_vocab_size``) cannot reach ``vocab_size``."""
     if kind not in KINDS:
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
     out_dir = Path(out_dir)
@@ -108,7 +156,11 @@ def train_tokenizer_from_iterator(
     plan = plan_special_tokens(like, kind, special_tokens)
     if vocab_size <= len(plan.tokens) + (256 if kind.startswith("spm") else 0):
         raise ValueError(f"vocab_size {vocab_size} is too small for kind {kind!r}: raise it above the base alphabet")
-    lines = _with_progress(lines, show_progress)
+    lines = iter(lines)
+    first = next(lines, None)
+    if first is None:
+        raise UserError(f"{corpus_name}: no non-empty text to train a tokenizer on; give text, one document per line")
+    lines = _with_progress(itertools.chain([first], lines), show_progress)
     if kind.startswith("spm"):
         backend = _train_spm(lines, kind, vocab_size, plan, seed, character_coverage)
     elif kind == "wordpiece":
@@ -116,6 +168,11 @@ def train_tokenizer_from_iterator(
     else:
         backend = _train_bytelevel(lines, vocab_size, plan, min_frequency, show_progress)
     fast = wrap_fast(backend, plan, like)
+    if require_vocab_size and len(fast) < vocab_size:
+        raise VocabularyNotReached(
+            f"{corpus_name} gives only {len(fast):,} {kind} tokens, not {vocab_size:,}, at min frequency "
+            f"{min_frequency} (no other piece occurs often enough); nothing was written. Ask for {len(fast):,} or "
+            "fewer, lower the min frequency, or add text", reached=len(fast))
     save_atomically(fast, out_dir, overwrite)
     from transformers import AutoTokenizer
 
