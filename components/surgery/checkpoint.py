@@ -22,6 +22,7 @@ from vocadapt.components.surgery import safetensors_files as files
 from vocadapt.components.initializers import ConfiguredInitializer, configure_initializer
 from vocadapt.components.surgery.matrices import adapt_matrix
 from vocadapt.components.surgery.plan import plan_vocabulary
+from vocadapt.components.surgery.streaming import DEFAULT_BUDGET_BYTES
 
 NEW_SHARD = "model-vocadapt-embeddings.safetensors"
 RECORD_NAME = "vocadapt_init.json"
@@ -100,11 +101,9 @@ def _copy_side_files(source_dir: Path, tmp: Path, target_tokenizer: Any, shard_n
     target_tokenizer.save_pretrained(str(tmp))
 
 
-def _write_shards(source_dir: Path, tmp: Path, weight_map: dict[str, str], new_tensors: dict[str, torch.Tensor], link: str):
-    """Write the new shard, link/rewrite the old ones; returns (new weight map, what happened to each shard)."""
-    from safetensors.torch import save_file
-
-    save_file(new_tensors, str(tmp / NEW_SHARD), metadata={"format": "pt"})
+def _write_shards(source_dir: Path, tmp: Path, weight_map: dict[str, str], new_tensors: list[str], link: str):
+    """Link/rewrite the old shards beside the new one (written already, holding ``new_tensors``); returns (new weight
+    map, what happened to each shard)."""
     new_map: dict[str, str] = {name: NEW_SHARD for name in new_tensors}
     actions: dict[str, str] = {}
     for shard in sorted(set(weight_map.values())):
@@ -139,6 +138,7 @@ def adapt_checkpoint(
     link: str = "hardlink",
     overwrite: bool = False,
     source_tokenizer_dir: str | Path | None = None,
+    memory_budget_bytes: int | None = DEFAULT_BUDGET_BYTES,
 ) -> dict[str, Any]:
     """Adapt a safetensors checkpoint to the target tokenizer; returns the record written to ``vocadapt_init.json``.
 
@@ -147,6 +147,9 @@ def adapt_checkpoint(
     extra_heads: multi-token prediction ("0.01GB" §5): this many extra heads ``mtp_heads.{i}.weight``, each a copy
         of the adapted LM head.
     link: how unchanged shards reach ``out_dir``: "hardlink" (copy across file systems), "symlink" or "copy".
+    memory_budget_bytes: for a ``columnwise`` method, the float32 column block the matrices are streamed through
+        (``streaming``: the peak stays bounded whatever the vocabulary or hidden size; a matrix that fits is one
+        block, the same bytes as the whole-matrix path). None: every method holds whole matrices.
     """
     from transformers import AutoTokenizer
 
@@ -172,22 +175,65 @@ def adapt_checkpoint(
                            target_vocab_rows=target_vocab_rows)
     roles = [("input", input_name)] + ([("output", head_name)] if head_name and head_name != input_name else [])
     started = time.perf_counter()
-    new_tensors, seconds = _adapt_tensors(source_dir, weight_map, roles, plan, method, dict(
-        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
-        corpus_files=corpus_files,
-    ))
-    for index in range(extra_heads):
-        new_tensors[EXTRA_HEAD_NAME.format(index=index)] = new_tensors[roles[-1][1]].clone()
+    shared = dict(source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
+                  corpus_files=corpus_files)
+    streamed = method.columnwise and memory_budget_bytes is not None
+    if streamed:  # a column block at a time, never a whole matrix in memory
+
+        def write_new_shard(path: Path, scratch: Path) -> dict[str, float]:
+            return _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, shared, extra_heads,
+                                   memory_budget_bytes)
+    else:
+        new_tensors, seconds = _adapt_tensors(source_dir, weight_map, roles, plan, method, shared)
+        for index in range(extra_heads):
+            new_tensors[EXTRA_HEAD_NAME.format(index=index)] = new_tensors[roles[-1][1]].clone()
+
+        def write_new_shard(path: Path, scratch: Path) -> dict[str, float]:
+            from safetensors.torch import save_file
+
+            save_file(new_tensors, str(path), metadata={"format": "pt"})
+            return seconds
     record = {
         "method": method.name, "mode": mode, "options": dict(method.options), "seed": seed, **plan.record(),
         "tied": len(roles) == 1, "tensors": {role: name for role, name in roles}, "extra_heads": extra_heads,
         "helper": helper.record() if hasattr(helper, "record") else None,
         "source_model": str(source_dir), "target_tokenizer": str(target_tokenizer_dir),
-        "method_seconds": seconds,
+        "streamed": streamed,
     }
-    _write_folder(source_dir, out_dir, weight_map, new_tensors, target_tokenizer, plan.rows, record, link, overwrite)
+    new_names = [name for _, name in roles] + [EXTRA_HEAD_NAME.format(index=index) for index in range(extra_heads)]
+    _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, target_tokenizer, plan.rows, record,
+                  link, overwrite)
     record["seconds"] = round(time.perf_counter() - started, 3)
     return record
+
+
+def _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, shared, extra_heads, budget_bytes):
+    """The new shard written role by role, each matrix a column block at a time (``streaming``); returns the
+    method's seconds per role."""
+    from vocadapt.components.surgery import streaming
+
+    sources = {role: streaming.TensorFile(source_dir / weight_map[name], name) for role, name in roles}
+    try:
+        declared = [(name, sources[role].dtype, (plan.rows, sources[role].hidden)) for role, name in roles]
+        head_role, head_name = roles[-1]
+        declared += [(EXTRA_HEAD_NAME.format(index=index), sources[head_role].dtype, (plan.rows, sources[head_role].hidden))
+                     for index in range(extra_heads)]
+        writer = streaming.ShardWriter(path, declared)
+        seconds = {}
+        for role, name in roles:
+            new_rows, seconds[role] = streaming.initialise_by_columns(
+                sources[role], plan, method, scratch, budget_bytes=budget_bytes, role=role, **shared)
+            streaming.write_adapted(writer, sources[role], plan, new_rows)
+            for new_path, _, _ in new_rows:
+                new_path.unlink()
+            seconds[role] = round(seconds[role], 3)
+        for _ in range(extra_heads):
+            writer.copy(head_name)
+        writer.close()
+    finally:
+        for source in sources.values():
+            source.close()
+    return seconds
 
 
 def read_float32(shard: Path, name: str, chunk_rows: int = 8192) -> tuple[torch.Tensor, torch.dtype]:
@@ -219,12 +265,17 @@ def _adapt_tensors(source_dir, weight_map, roles, plan, method, shared) -> tuple
     return new_tensors, seconds
 
 
-def _write_folder(source_dir, out_dir, weight_map, new_tensors, target_tokenizer, rows, record, link, overwrite):
+def _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, target_tokenizer, rows, record, link,
+                  overwrite):
     tmp = out_dir.parent / f".{out_dir.name}.vocadapt-tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        new_map, actions = _write_shards(source_dir, tmp, weight_map, new_tensors, link)
+        scratch = tmp / ".scratch"  # column blocks of a streamed matrix; removed before the folder is complete
+        scratch.mkdir()
+        record["method_seconds"] = write_new_shard(tmp / NEW_SHARD, scratch)
+        shutil.rmtree(scratch)
+        new_map, actions = _write_shards(source_dir, tmp, weight_map, new_names, link)
         total = sum(files.data_size(tmp / shard) for shard in set(new_map.values()))
         index = {"metadata": {"total_size": total}, "weight_map": new_map}
         (tmp / files.INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")

@@ -1,0 +1,205 @@
+"""Checkpoint surgery in bounded memory: a matrix is read, initialised and written a block at a time.
+
+A Llama-3.1-70B-shaped matrix (128,256 x 8,192) is 2 GiB in bf16 and 4.2 GiB as the float32 copy an initialiser
+reads, so holding it whole cannot stay within 4 GB. For a method registered ``columnwise`` (column j of its rows
+depends only on column j of the source matrix) the work is split by columns instead:
+
+1. one sequential pass splits the source tensor into column blocks on disk (``rows x width`` each, source dtype),
+   reading ``ROW_BLOCK_BYTES`` of rows at a time with plain reads (no memory map: mapped pages count as the
+   process's resident memory, page-cache pages do not);
+2. each column block is read, converted to float32 and given to the method, whose (N, width) new rows go to disk;
+3. the output tensor is written to the new shard in row blocks: source rows kept (expansion), shared rows copied
+   (read by runs of consecutive ids) and new rows gathered from the column blocks.
+
+``width`` is the largest multiple of 64 whose float32 block fits ``budget_bytes`` (one block, the whole matrix, when
+it fits: then the result is the whole-matrix result bit for bit); the peak is set by the budget, not by the
+vocabulary or the hidden size. Each block gets a generator seeded with the same seed, so a method whose draws do not
+depend on the hidden size (random_token's row picks) draws the same in every block; a Gaussian fallback row (FVT's,
+for a token with no source piece) is drawn per block, which changes its values, not its distribution.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vocadapt.components.initializers import ConfiguredInitializer
+from vocadapt.components.surgery import safetensors_files as files
+from vocadapt.components.surgery.matrices import initialise_rows
+from vocadapt.components.surgery.plan import VocabularyPlan
+
+DEFAULT_BUDGET_BYTES = 512 * 1024 * 1024  # one float32 column block: 128,256 rows x 1,024 columns
+ROW_BLOCK_BYTES = 64 * 1024 * 1024  # rows read or written at once
+_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
+_NAMES = {dtype: name for name, dtype in _DTYPES.items()}
+
+
+def column_width(rows: int, hidden: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> int:
+    """Columns per block: the whole hidden size when its float32 copy fits the budget, else the largest multiple
+    of 64 that fits (at least 64)."""
+    if rows * hidden * 4 <= budget_bytes:
+        return hidden
+    return max(64, (budget_bytes // (rows * 4)) // 64 * 64)
+
+
+class TensorFile:
+    """One 2-D tensor of a safetensors file, read by rows with plain file reads."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        entries, _, data_start = files.read_header(path)
+        entry = entries[name]
+        if len(entry["shape"]) != 2 or entry["dtype"] not in _DTYPES:
+            raise ValueError(f"{path}: {name} is {entry['dtype']} {entry['shape']}; a 2-D float tensor is expected")
+        self.rows, self.hidden = entry["shape"]
+        self.dtype = _DTYPES[entry["dtype"]]
+        self.row_bytes = self.hidden * torch.finfo(self.dtype).bits // 8
+        self.start = data_start + entry["data_offsets"][0]
+        self.handle = open(path, "rb")
+
+    def read(self, first: int, count: int) -> torch.Tensor:
+        """Rows ``first .. first + count - 1`` as a (count, hidden) tensor of the file's dtype."""
+        buffer = torch.empty(count * self.row_bytes, dtype=torch.uint8)
+        self.handle.seek(self.start + first * self.row_bytes)
+        if self.handle.readinto(memoryview(buffer.numpy())) != len(buffer):
+            raise ValueError(f"{self.handle.name} ends early: it is truncated")
+        return buffer.view(self.dtype).view(count, self.hidden)
+
+    def gather(self, ids: np.ndarray) -> torch.Tensor:
+        """Rows ``ids`` (ascending or not), read one run of consecutive ids at a time."""
+        out = torch.empty(len(ids), self.hidden, dtype=self.dtype)
+        if not len(ids):
+            return out
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        breaks = np.flatnonzero(np.diff(sorted_ids) != 1) + 1
+        for run in np.split(np.arange(len(ids)), breaks):
+            out[torch.from_numpy(order[run])] = self.read(int(sorted_ids[run[0]]), len(run))
+        return out
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+class ShardWriter:
+    """A safetensors file whose tensors are declared up front and whose bytes are then written in order."""
+
+    def __init__(self, path: Path, tensors: list[tuple[str, torch.dtype, tuple[int, ...]]]) -> None:
+        header: dict[str, Any] = {}
+        offset = 0
+        self.sizes: dict[str, int] = {}
+        for name, dtype, shape in tensors:
+            size = int(np.prod(shape)) * torch.finfo(dtype).bits // 8
+            header[name] = {"dtype": _NAMES[dtype], "shape": list(shape), "data_offsets": [offset, offset + size]}
+            self.sizes[name] = size
+            offset += size
+        header["__metadata__"] = {"format": "pt"}
+        encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        encoded += b" " * (-len(encoded) % 8)  # the format aligns tensor data to 8 bytes
+        self.data_start = 8 + len(encoded)
+        self.offsets = {name: header[name]["data_offsets"][0] for name, _, _ in tensors}
+        self.handle = open(path, "wb")
+        self.handle.write(struct.pack("<Q", len(encoded)) + encoded)
+
+    def write(self, block: torch.Tensor) -> None:
+        """The next bytes of the file: rows of the tensor being written, in order."""
+        self.handle.write(memoryview(block.contiguous().view(torch.uint8).numpy()))
+
+    def copy(self, source_name: str) -> None:
+        """The next tensor is a byte copy of ``source_name`` (already written)."""
+        self.handle.flush()
+        with open(self.handle.name, "rb") as reader:
+            files._copy_range(reader, self.handle, self.data_start + self.offsets[source_name], self.sizes[source_name])
+
+    def close(self) -> None:
+        expected = self.data_start + sum(self.sizes.values())
+        if self.handle.tell() != expected:
+            raise RuntimeError(f"{self.handle.name}: wrote {self.handle.tell()} bytes, expected {expected}")
+        self.handle.close()
+
+
+def split_columns(source: TensorFile, width: int, folder: Path) -> list[Path]:
+    """The source tensor as column blocks on disk, ``rows x width`` each (the last may be narrower)."""
+    blocks = [folder / f"columns-{start}.bin" for start in range(0, source.hidden, width)]
+    outputs = [open(path, "wb") for path in blocks]
+    try:
+        step = max(1, ROW_BLOCK_BYTES // source.row_bytes)
+        for first in range(0, source.rows, step):
+            rows = source.read(first, min(step, source.rows - first))
+            for index, out in enumerate(outputs):
+                out.write(memoryview(rows[:, index * width : (index + 1) * width].contiguous().view(torch.uint8).numpy()))
+    finally:
+        for out in outputs:
+            out.close()
+    return blocks
+
+
+def _load_block(path: Path, rows: int, dtype: torch.dtype) -> torch.Tensor:
+    raw = torch.from_file(str(path), shared=False, size=path.stat().st_size, dtype=torch.uint8)
+    return raw.view(dtype).view(rows, -1)
+
+
+def initialise_by_columns(
+    source: TensorFile, plan: VocabularyPlan, method: ConfiguredInitializer, folder: Path, *,
+    budget_bytes: int = DEFAULT_BUDGET_BYTES, **problem: Any,
+) -> tuple[list[tuple[Path, int, int]], float]:
+    """Run ``method`` on each column block; returns [(new-rows file, first column, width)] and the method's seconds.
+
+    The new rows are stored in the source dtype, as the whole-matrix path stores them."""
+    width = column_width(source.rows, source.hidden, budget_bytes)
+    blocks = split_columns(source, width, folder)
+    results, seconds = [], 0.0
+    for index, block_path in enumerate(blocks):
+        block = _load_block(block_path, source.rows, source.dtype).float()
+        block_path.unlink()
+        started = time.perf_counter()
+        rows = initialise_rows(block, plan, method, **problem)
+        seconds += time.perf_counter() - started
+        del block
+        out = folder / f"new-rows-{index}.bin"
+        out.write_bytes(memoryview(rows.to(source.dtype).contiguous().view(torch.uint8).numpy()))
+        results.append((out, index * width, rows.shape[1]))
+        del rows
+    return results, seconds
+
+
+def write_adapted(
+    writer: ShardWriter, source: TensorFile, plan: VocabularyPlan, new_rows: list[tuple[Path, int, int]]
+) -> None:
+    """The adapted (plan.rows, hidden) tensor into ``writer``, a row block at a time: as ``assemble_matrix``
+    builds it (kept source rows for expansion, then shared rows copied, then new rows), never whole."""
+    targets = np.fromiter(plan.target_to_source.keys(), dtype=np.int64, count=len(plan.target_to_source))
+    sources = np.fromiter(plan.target_to_source.values(), dtype=np.int64, count=len(plan.target_to_source))
+    order = np.argsort(targets, kind="stable")
+    targets, sources = targets[order], sources[order]
+    new_ids = plan.new_target_ids.numpy()
+    kept = min(plan.rows, source.rows) if plan.mode == "expand" else 0
+    element = torch.finfo(source.dtype).bits // 8
+    readers = [(open(path, "rb"), first, width) for path, first, width in new_rows]
+    try:
+        step = max(1, ROW_BLOCK_BYTES // source.row_bytes)
+        for first in range(0, plan.rows, step):
+            last = min(plan.rows, first + step)
+            out = torch.zeros(last - first, source.hidden, dtype=source.dtype)
+            if first < kept:
+                out[: min(last, kept) - first] = source.read(first, min(last, kept) - first)
+            lo, hi = np.searchsorted(targets, [first, last])
+            if hi > lo:
+                out[torch.from_numpy(targets[lo:hi] - first)] = source.gather(sources[lo:hi])
+            lo, hi = np.searchsorted(new_ids, [first, last])
+            if hi > lo:
+                where = torch.from_numpy(new_ids[lo:hi] - first)
+                for handle, column, width in readers:
+                    handle.seek(int(lo) * width * element)
+                    raw = torch.empty(int(hi - lo) * width * element, dtype=torch.uint8)
+                    handle.readinto(memoryview(raw.numpy()))
+                    out[where, column : column + width] = raw.view(source.dtype).view(-1, width)
+            writer.write(out)
+    finally:
+        for handle, _, _ in readers:
+            handle.close()

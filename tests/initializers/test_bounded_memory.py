@@ -1,0 +1,121 @@
+"""Bounded memory: methods registered ``columnwise`` give the same rows on column blocks as on the whole matrix, and
+checkpoint surgery streamed through a small budget (several column blocks) writes the same bytes as the
+whole-matrix path, while the method never sees more than the budget. The peak-memory figures at 8B and 70B shape
+come from ``benchmarks/init_scale.py`` (BENCHMARKS.md), not from a test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.initializers.tiny_world import expand_bpe
+from vocadapt.components.initializers import InitProblem, available_initializers, get_initializer
+from vocadapt.components.surgery import adapt_checkpoint, plan_vocabulary
+
+HIDDEN = 256  # four 64-column blocks under the smallest budget
+COLUMNWISE = [name for name in available_initializers() if get_initializer(name).columnwise]
+
+
+def _llama(vocab_size: int, tied: bool, dtype=torch.float32):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         tie_word_embeddings=tied)
+    model = LlamaForCausalLM(config)
+    if not tied:
+        with torch.no_grad():
+            model.lm_head.weight.normal_(0.0, 0.05)
+    return model.to(dtype).eval()
+
+
+def test_columnwise_claim_is_made_by_the_expected_methods():
+    assert {"fvt", "merge", "random_token", "align"} <= set(COLUMNWISE)
+    assert "random" not in COLUMNWISE and "multivariate" not in COLUMNWISE  # their draws span the hidden size
+
+
+@pytest.mark.parametrize("method", COLUMNWISE)
+def test_columnwise_methods_give_the_same_rows_block_by_block(method, source_tokenizer, target_tokenizer,
+                                                              corpus_file, fasttext_helper):
+    torch.manual_seed(1)
+    source = torch.randn(len(source_tokenizer) + 5, HIDDEN)  # padding rows past the tokenizer, as checkpoints have
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source.shape[0])
+    initializer = get_initializer(method).configure()
+
+    def rows(matrix: torch.Tensor) -> torch.Tensor:
+        return initializer(InitProblem(
+            matrix, plan.new_target_ids, plan.target_to_source, source_tokenizer, target_tokenizer,
+            generator=torch.Generator().manual_seed(3), corpus_files=[corpus_file],
+            helper=fasttext_helper if initializer.needs_helper else None,
+        ))
+
+    whole = rows(source)
+    blocks = torch.cat([rows(source[:, start : start + 48].contiguous()) for start in range(0, HIDDEN, 48)], dim=1)
+    assert whole.shape == (len(plan.new_target_ids), HIDDEN)
+    assert torch.equal(whole, blocks), f"{method} is registered columnwise but its rows depend on other columns"
+
+
+def _checkpoint(tmp_path, tokenizer, tied: bool, dtype, name: str):
+    folder = tmp_path / name
+    _llama(len(tokenizer) + 3, tied, dtype).save_pretrained(folder, max_shard_size="200KB")
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _tensors(folder) -> dict[str, torch.Tensor]:
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model-vocadapt-embeddings.safetensors"), framework="pt") as handle:
+        return {name: handle.get_tensor(name) for name in handle.keys()}
+
+
+@pytest.mark.parametrize("mode,tied,dtype", [("replace", False, torch.bfloat16), ("replace", True, torch.float32),
+                                             ("expand", False, torch.float32)], ids=["untied-bf16", "tied", "expand"])
+@pytest.mark.parametrize("method", ["fvt", "align", "random_token"])
+def test_streamed_surgery_writes_the_same_bytes_through_a_small_budget(
+    tmp_path, monkeypatch, source_tokenizer, target_tokenizer, corpus_file, method, mode, tied, dtype,
+):
+    from transformers import AutoModelForCausalLM
+
+    from vocadapt.components.surgery import streaming
+
+    target = expand_bpe(source_tokenizer, target_tokenizer) if mode == "expand" else target_tokenizer
+    source_dir = _checkpoint(tmp_path, source_tokenizer, tied, dtype, "source")
+    target.save_pretrained(tmp_path / "target")
+    rows = len(source_tokenizer) + 3
+    budget = rows * 4 * 64  # a float32 block of 64 columns: four blocks of the 256
+    seen = []
+    original = streaming.initialise_rows
+
+    def spy(block, *args, **kwargs):
+        seen.append(tuple(block.shape))
+        return original(block, *args, **kwargs)
+
+    monkeypatch.setattr(streaming, "initialise_rows", spy)
+    monkeypatch.setattr(streaming, "ROW_BLOCK_BYTES", 7 * HIDDEN * 4)  # row blocks of 7 (or 14) rows
+    common = dict(mode=mode, corpus_files=[corpus_file], extra_heads=1, seed=5)
+    streamed = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed", method,
+                                memory_budget_bytes=budget, **common)
+    whole = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "whole", method, memory_budget_bytes=None,
+                             **common)
+    assert streamed["streamed"] and not whole["streamed"]
+    assert seen and all(shape[1] == 64 and shape[0] * shape[1] * 4 <= budget for shape in seen)
+    assert len(seen) == 4 * (1 if tied else 2)
+    expected = _tensors(tmp_path / "whole")
+    got = _tensors(tmp_path / "streamed")
+    assert list(got) == list(expected) or sorted(got) == sorted(expected)
+    for name, tensor in expected.items():
+        assert got[name].dtype == tensor.dtype and torch.equal(got[name], tensor), name
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "streamed")
+    assert loaded.get_input_embeddings().weight.shape[1] == HIDDEN
+    assert not (tmp_path / "streamed" / ".scratch").exists()
+
+
+def test_a_matrix_within_the_budget_is_one_block():
+    from vocadapt.components.surgery.streaming import column_width
+
+    assert column_width(1000, 256, budget_bytes=1000 * 256 * 4) == 256
+    assert column_width(128_256, 8_192) == 1_024  # Llama-3.1-70B's shape under the default 512 MiB
+    assert column_width(128_256, 4_096) == 1_024
+    assert column_width(10_000_000, 8_192) == 64  # never below one 64-column block
