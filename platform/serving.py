@@ -1,6 +1,7 @@
-"""Serving a registered model: resolve ``models:/NAME@alias`` (or ``models:/NAME/VERSION``), download its files,
-verify them against the manifest recorded at registration, then start a vLLM OpenAI-compatible server for them
-from the serving environment (``platform/evaluation/serving.py`` owns that environment and the server process).
+"""Serving a registered model: resolve ``models:/NAME@alias`` (or ``models:/NAME/VERSION``), download its MLflow
+model, verify the checkpoint it carries against the manifest recorded at registration, then start a vLLM
+OpenAI-compatible server for it from the serving environment (``platform/evaluation/serving.py`` owns that
+environment and the server process).
 
 Nothing is started for a model that fails verification: a missing tokenizer file or a sha256 mismatch refuses it,
 and the refused download is removed.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vocadapt.components.errors import UserError
+from vocadapt.platform.mlflow_model import checkpoint_dir
 from vocadapt.platform.registry import ModelFilesError, verify_model_files
 
 _MODEL_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
@@ -68,12 +70,13 @@ def download_verified(client, uri: str, destination: Path, tracking_uri: str) ->
     try:
         local = mlflow.artifacts.download_artifacts(artifact_uri=model_version.source, dst_path=str(staging),
                                                     tracking_uri=tracking_uri)
-        verify_model_files(Path(local), manifest_sha)
+        checkpoint = checkpoint_dir(Path(local))  # the checkpoint the MLflow model carries
+        verify_model_files(checkpoint, manifest_sha)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     shutil.rmtree(destination, ignore_errors=True)
-    Path(local).rename(destination)
+    checkpoint.rename(destination)
     shutil.rmtree(staging, ignore_errors=True)
     return VerifiedModel(model_version.name, int(model_version.version), destination, dict(model_version.tags))
 
@@ -91,6 +94,7 @@ def serve_verified(model: VerifiedModel, *, venv: Path | None = None, port: int 
     check_model_folder(model.model_dir, what=f"{model.name} version {model.version}")  # safetensors, no custom code
     served_name = model.name
     server = VllmServer(model.model_dir, venv=venv, port=port, max_model_len=max_model_len, log_file=log_file,
-                        startup_timeout_s=startup_timeout_s, extra_args=["--served-model-name", served_name])
+                        startup_timeout_s=startup_timeout_s, extra_args=["--served-model-name", served_name],
+                        without_vllm="or pass --serving-venv (or set $VOCADAPT_SERVING_VENV) to an existing one")
     with server:
         yield f"{server.base_url}/v1", served_name

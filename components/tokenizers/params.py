@@ -7,7 +7,6 @@ transformers knows (tied or untied heads, biases, norms) and costs no memory: an
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,12 +32,18 @@ def load_model_config(path: str | Path):
     """A transformers config from a ``config.json`` file or a folder holding one (offline, no remote code)."""
     from transformers import AutoConfig
 
+    from vocadapt.components.input_files import read_json
+
     path = Path(path)
+    fix = "pass a model's config.json (a JSON object with model_type) or its folder"
     if path.is_dir() and (path / "config.json").is_file():
+        read_json(path / "config.json", "--config", fix)  # a syntax error named with its file and line
         return AutoConfig.from_pretrained(str(path), trust_remote_code=False)
     if not path.is_file():
         raise FileNotFoundError(f"no model config at {path}; pass a config.json or a model folder")
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_json(path, "--config", fix)
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path} holds a JSON {type(data).__name__}, not an object; {fix}")
     model_type = data.pop("model_type", None)
     if model_type is None:
         raise ValueError(f"{path} has no model_type; add one (e.g. \"llama\") or pass the model's config.json")

@@ -163,11 +163,15 @@ def _require(paths: Mapping[str, Path], lang: str, what: str) -> Path:
 
 
 def _read_lines(path: Path) -> list[str]:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from vocadapt.components.input_files import read_text
+
+    return [line.strip() for line in read_text(path, "held-out file").splitlines() if line.strip()]
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from vocadapt.components.input_files import read_jsonl
+
+    return read_jsonl(path, "held-out file", "write one JSON object per line, e.g. {\"it\": ..., \"en\": ...}")
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:

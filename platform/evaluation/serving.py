@@ -128,6 +128,8 @@ class VllmServer:
     eager: bool | None = None  # no torch.compile; None: eager without CUDA (CPU compile takes minutes at start)
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen | None = None
+    # the caller's other way out when no vLLM environment exists, ending the error message
+    without_vllm: str = "or pass --backend transformers to `vocadapt evaluate`"
 
     @property
     def base_url(self) -> str:
@@ -149,8 +151,8 @@ class VllmServer:
     def __enter__(self) -> VllmServer:
         if not serving_python(self.venv).is_file():
             raise UserError(f"no vLLM serving environment at {self.venv or serving_venv_dir()}: build it with "
-                            "`python -m vocadapt.platform.evaluation.serving` (minutes; a large download) or "
-                            "pass --backend transformers")
+                            "`python -m vocadapt.platform.evaluation.serving` (minutes; a large download) "
+                            f"{self.without_vllm}")
         self.port = self.port or free_port()
         # 1 GiB of KV cache on CPU unless the user set it: small models, 2-core machines
         env = {**os.environ, "HF_HUB_OFFLINE": "1",
