@@ -8,6 +8,8 @@ Layout::
     corpora/<lang>/{train,validation,test}.txt    one paragraph or verse per line
     corpora/parallel/<lang>-en/{split}.jsonl      {"key", "source", "en", "<lang>"} per line
     lexicons/en.txt                               English word list (Debian's wamerican/wbritish), one per line
+    word_vectors/<lang>.bin                       fastText word model of each language's corpus (WECHSEL)
+    dictionaries/en-<lang>.txt                    English<TAB>target word pairs from Debian's FreeDict (WECHSEL)
     downloads/debs/                               the Debian help packages (a cache; unpacked only while building)
 
 Every part is written in a temporary folder and renamed into place, and the manifest is written last, so an
@@ -153,7 +155,8 @@ def build_assets(
         todo = [lang for lang in languages if force or lang not in manifest["corpora"]]
         lexicons = manifest.setdefault("lexicons", {})
         lexicon_todo = [lang for lang in LEXICON_LANGUAGES if force or lang not in lexicons]
-        if manifest["model"] is not None and not todo and not lexicon_todo:
+        vectors_todo, dictionaries_todo = _wechsel_todo(manifest, languages, force)
+        if manifest["model"] is not None and not todo and not lexicon_todo and not vectors_todo + dictionaries_todo:
             return load_assets(home, languages)
         workspace = Path(tempfile.mkdtemp(prefix=".build-", dir=home))
         try:
@@ -181,11 +184,41 @@ def build_assets(
                     console.print(f"[yellow]warning:[/] no {lang} lexicon: {entry['missing']}; vocabulary "
                                   "expansion protects the source-language corpus only", highlight=False)  # fmt: skip
                 lexicons[lang] = entry
+            _build_wechsel_inputs(manifest, home, workspace, vectors_todo, dictionaries_todo, console)
             _record_files(manifest, home)
             _write_manifest(home, manifest)
         finally:
             shutil.rmtree(workspace, ignore_errors=True)
     return load_assets(home, languages)
+
+
+def _wechsel_todo(manifest: dict[str, Any], languages: Sequence[str], force: bool) -> tuple[list[str], list[str]]:
+    """Languages whose fastText word model, and target languages whose English dictionary, are still to build
+    (WECHSEL's inputs, ``platform/word_vectors.py``); an entry recorded as missing is retried only with ``force``."""
+    vectors = manifest.setdefault("word_vectors", {})
+    dictionaries = manifest.setdefault("dictionaries", {})
+    vectors_todo = [lang for lang in languages if force or lang not in vectors]
+    dictionaries_todo = [lang for lang in languages if lang != "en" and (force or f"en-{lang}" not in dictionaries)]
+    return vectors_todo, dictionaries_todo
+
+
+def _build_wechsel_inputs(manifest: dict[str, Any], home: Path, workspace: Path, vectors_todo: list[str],
+                          dictionaries_todo: list[str], console: Console) -> None:
+    """Train the word models and build the dictionaries still missing, move each into place and record it (or
+    record why it is missing: a warning, not a failure, since only WECHSEL needs them)."""
+    from vocadapt.platform import word_vectors
+
+    built = [(manifest["word_vectors"], lang, word_vectors.build_word_vectors(
+        lang, home / "corpora" / lang / "train.txt", workspace, console)) for lang in vectors_todo]
+    built += [(manifest["dictionaries"], f"en-{lang}", word_vectors.build_dictionary(
+        lang, home / "downloads", workspace, console)) for lang in dictionaries_todo]
+    for section, key, entry in built:
+        if "file" in entry:
+            _move_into_place(workspace, home, Path(entry["file"]))
+            manifest["files"].pop(entry["file"], None)
+        else:
+            console.print(f"[yellow]warning:[/] no WECHSEL input {key}: {entry['missing']}", highlight=False)
+        section[key] = entry
 
 
 def _with_english(languages: Sequence[str]) -> tuple[str, ...]:
@@ -214,7 +247,9 @@ def _forget_files(manifest: dict[str, Any], folder: str) -> None:
 def _record_files(manifest: dict[str, Any], home: Path) -> None:
     """Add lines / bytes / sha256 of every model and corpus file not yet in the manifest."""
     folders = [manifest["model"]["dir"]] + [f for entry in manifest["corpora"].values() for f in entry["folders"]]
-    for entry in manifest.get("lexicons", {}).values():
+    recorded = [*manifest.get("lexicons", {}).values(), *manifest.get("word_vectors", {}).values(),
+                *manifest.get("dictionaries", {}).values()]
+    for entry in recorded:
         if "file" in entry and entry["file"] not in manifest["files"]:
             manifest["files"][entry["file"]] = _describe_file(home / entry["file"])
     for folder in folders:

@@ -52,6 +52,14 @@ class FakeBuilders:
         (workspace / "lexicons" / f"{lang}.txt").write_text("colour\ncolor\n", encoding="utf-8")
         return {"file": f"lexicons/{lang}.txt", "words": 2}
 
+    def build_word_vectors(self, lang, corpus, workspace, console) -> dict:
+        (workspace / "word_vectors").mkdir(parents=True, exist_ok=True)
+        (workspace / "word_vectors" / f"{lang}.bin").write_bytes(corpus.read_bytes())
+        return {"file": f"word_vectors/{lang}.bin"}
+
+    def build_dictionary(self, lang, downloads, workspace, console) -> dict:
+        return {"missing": "offline"}
+
 
 @pytest.fixture()
 def fake(monkeypatch) -> FakeBuilders:
@@ -59,6 +67,10 @@ def fake(monkeypatch) -> FakeBuilders:
     monkeypatch.setattr(asset_builders, "build_model", builders.build_model)
     monkeypatch.setattr(asset_builders, "build_corpora", builders.build_corpora)
     monkeypatch.setattr(asset_builders, "build_lexicon", builders.build_lexicon)
+    from vocadapt.platform import word_vectors  # WECHSEL's word models and dictionaries
+
+    monkeypatch.setattr(word_vectors, "build_word_vectors", builders.build_word_vectors)
+    monkeypatch.setattr(word_vectors, "build_dictionary", builders.build_dictionary)
     return builders
 
 
@@ -78,7 +90,8 @@ def test_build_then_instant_then_only_new_language(tmp_path, fake):
     assert manifest["files"]["corpora/it/test.txt"]["lines"] == 2
     assert set(manifest["files"]) == {"models/smollm2-135m/model.safetensors", "lexicons/en.txt"} | {
         f"corpora/{lang}/{split}.txt" for lang in ("en", "it") for split in ("train", "validation", "test")
-    }
+    } | {"word_vectors/en.bin", "word_vectors/it.bin"}
+    assert manifest["dictionaries"] == {"en-it": {"missing": "offline"}}
     assert assets.verify() == []
     assert assets.lexicon("en") == tmp_path / "lexicons" / "en.txt" and assets.lexicon("it") is None
 
