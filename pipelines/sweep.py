@@ -69,7 +69,8 @@ def run_sweep(
     if checked is not None:
         _record_corpus_checks(sweep, base, tracker, parent_id, *checked)
     spec = TrialSpec(sweep.name, parent_id, tracker.tracking_uri, base.tracking.experiment, base_tree,
-                     str(sweep.storage() / sweep.name), objective or adapt_objective)
+                     (sweep.storage() / sweep.name).uri, objective or adapt_objective,
+                     trials_dir=str(sweep.trials_folder(base)))
 
     # ---- run
     console.rule(f"[bold]sweep {sweep.name}")
@@ -156,7 +157,8 @@ def _record_corpus_checks(sweep: SweepConfig, base: ExperimentConfig, tracker: T
     from vocadapt.platform.sweep_cache import CACHE_FOLDER
 
     log_expectations(tracker, parent_id, expectations)
-    ArtefactCache(sweep.storage() / sweep.name / CACHE_FOLDER).corpus_expectations(base, inputs, lambda: expectations)
+    cache = ArtefactCache((sweep.storage() / sweep.name / CACHE_FOLDER).uri)
+    cache.corpus_expectations(base, inputs, lambda: expectations)
 
 
 def _open_parent_run(sweep: SweepConfig, tracker: Tracker, resume: bool) -> str:
@@ -202,7 +204,8 @@ def saved_trial_statuses(sweep: SweepConfig) -> dict[str, str]:
     """
     from ray.tune import ExperimentAnalysis
 
-    analysis = ExperimentAnalysis(str(sweep.storage() / sweep.name))
+    where = (sweep.storage() / sweep.name).ray_storage()  # a folder, or a path on an object store's filesystem
+    analysis = ExperimentAnalysis(where["storage_path"], storage_filesystem=where.get("storage_filesystem"))
     return {str(trial.path): trial.status for trial in analysis.trials}
 
 
@@ -361,7 +364,7 @@ def adapt_objective(config: ExperimentConfig, trial: TrialContext) -> TrialOutco
         trial.tracker.client.set_tag(trial.trial_run_id, f"vocadapt.cache.{kind}", status)
         trial.tracker.client.set_tag(trial.trial_run_id, f"vocadapt.cache.{kind}_key", key)
 
-    cache = ArtefactCache(Path(trial.cache_dir), on_event=record) if trial.cache_dir else None
+    cache = ArtefactCache(trial.cache_dir, on_event=record) if trial.cache_dir else None  # a folder or a URI
 
     def report_zero_shot(method: str, zero_shot: dict[str, float]) -> None:
         trial.report({METRIC: zero_shot["target"], "bpb_source": zero_shot["source"]})

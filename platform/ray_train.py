@@ -3,7 +3,10 @@
 Each worker loads the model and tokenizer from disk, reads its shard of the mixed text (files or Hugging Face
 datasets), and runs ``train_lapt`` under the process group Ray set up (gloo on CPU, NCCL on GPU), with DeepSpeed
 when the config asks. Checkpoints go to ``storage_path/run_name`` through ``ray.train.report``: every rank writes
-its own files (loop state, data position, RNG; DeepSpeed's optimizer shards) into the same checkpoint folder. A
+its own files (loop state, data position, RNG; DeepSpeed's optimizer shards) into the same checkpoint folder.
+``storage_path`` is a local folder or a storage URI (``s3://bucket/prefix``, ``gs://``, ``file://``; see
+``platform/storage.py``): on a cluster it must be storage every node reaches, so that a group restarted on other
+nodes finds the checkpoints. A
 killed worker makes Ray restart the group (``FailureConfig``) and every worker resumes from the latest checkpoint;
 a rerun with the same run name and storage path resumes the same way. Rank 0 logs metrics into the MLflow run the
 pipeline opened, skipping steps that run already holds, so a resumed run continues the curve instead of repeating
@@ -29,6 +32,7 @@ from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform import model_loading
 from vocadapt.platform.config_sections import ConfigError, LaptSection
 from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, worker_progress
+from vocadapt.platform.storage import StorageLocation, locate
 
 METRIC_PREFIX = "lapt_"
 
@@ -136,8 +140,17 @@ class LaptPlan:
     section: LaptSection
     loop_config: dict[str, Any]
     run_name: str
-    storage: Path
+    storage: StorageLocation  # where Ray keeps the run's checkpoints: a local folder or a URI
     output_dir: Path
+    # custom Ray resources each worker asks for besides its CPUs (and GPU), to pin workers to nodes that have them
+    worker_resources: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def progress_file(self) -> Path:
+        """Rank 0's progress file, followed by the driver: beside the checkpoints when they are on the local disk,
+        else in the (local) output folder."""
+        local = self.storage.local
+        return (local / self.run_name if local is not None else self.output_dir.resolve()) / PROGRESS_FILE
 
 
 def plan_lapt(
@@ -146,6 +159,7 @@ def plan_lapt(
     eval_documents: dict[str, list[str]] | None = None, output_dir: str | Path, run_name: str,
     storage_path: str | Path | None = None, tracking_uri: str | None = None, mlflow_run_id: str | None = None,
     energy_country: str | None = None, teacher_dir: str | Path | None = None,
+    worker_resources: dict[str, float] | None = None,
 ) -> LaptPlan:
     """Check the inputs of a LAPT run (files exist, every stream with a share has text) before Ray starts.
 
@@ -154,6 +168,9 @@ def plan_lapt(
     ``settings.datasets`` reads that Hugging Face dataset instead, each worker loading and streaming its own part).
     energy_country: measure the run's energy and CO2 on this grid (ISO alpha-3 code); None measures nothing.
     teacher_dir: the model to distil from under a 'distill' objective (``lapt.teacher`` wins when set).
+    storage_path: a folder or a storage URI (``s3://bucket/prefix``); checked to be reachable here.
+    worker_resources: custom Ray resources every worker asks for (``{"trainer_node": 1}``: one worker per node
+    that offers one), to pin placement.
     """
     section = lapt_section(settings)
     teacher_dir = section.teacher or teacher_dir
@@ -168,14 +185,15 @@ def plan_lapt(
     datasets = section.datasets or {}
     files = {stream: paths for stream, paths in files.items() if stream not in datasets}  # a dataset replaces them
     _check_sources(files, datasets, section.mixing)
-    storage = Path(storage_path or section.storage_path or Path(output_dir) / "ray").resolve()
+    storage = locate(storage_path or section.storage_path or Path(output_dir) / "ray", field="lapt.storage_path")
+    storage.check_reachable("lapt.storage_path")
     loop_config = {
         "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
         "settings": section, "train_files": files, "eval_documents": eval_documents or {},
         "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id, "energy_country": energy_country,
         "teacher_dir": str(Path(teacher_dir).resolve()) if section.distills else None,
     }
-    return LaptPlan(section, loop_config, run_name, storage, Path(output_dir))
+    return LaptPlan(section, loop_config, run_name, storage, Path(output_dir), dict(worker_resources or {}))
 
 
 def fit_lapt(train_loop: Callable[[dict], None], plan: LaptPlan) -> LaptRunResult:
@@ -200,7 +218,7 @@ _RESUMABLE_CHANGES = {"eval_every", "log_every", "checkpoint_every", "max_failur
                       "eval_max_length", "eval_batch_size", "enabled"}
 
 
-def _claim_run_name(run_folder: Path, loop_config: dict) -> None:
+def _claim_run_name(run_folder: StorageLocation, loop_config: dict) -> None:
     """Record what a run name trains; a rerun under the name with other inputs is refused, not silently resumed."""
     settings = loop_config["settings"]
     settings = settings.model_dump(mode="json") if isinstance(settings, LaptSection) else settings
@@ -211,18 +229,23 @@ def _claim_run_name(run_folder: Path, loop_config: dict) -> None:
     }
     record = run_folder / "vocadapt_lapt_run.json"
     if record.is_file():
-        previous = json.loads(record.read_text(encoding="utf-8"))
+        previous = json.loads(record.read_text())
         changed = sorted(k for k in {*previous, *identity} if previous.get(k) != identity.get(k))
         changed += sorted(f"settings.{k}" for k in {*previous.get("settings", {}), *identity["settings"]}
                           if previous.get("settings", {}).get(k) != identity["settings"].get(k))
         changed = [c for c in changed if c != "settings"]
         if changed:
             raise ConfigError(
-                f"a LAPT run named {run_folder.name!r} already exists in {run_folder.parent} with other inputs "
+                f"a LAPT run named {run_folder.name!r} already exists in {_parent(run_folder)} with other inputs "
                 f"({', '.join(changed)}); rerunning a name resumes it, so choose a new run name or delete {run_folder}")
         return
-    run_folder.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(identity, indent=2), encoding="utf-8")
+    run_folder.mkdir()
+    record.write_text(json.dumps(identity, indent=2))
+
+
+def _parent(run_folder: StorageLocation) -> str:
+    """The storage a run folder is in, for messages (credentials masked)."""
+    return str(run_folder).rstrip("/").rsplit("/", 1)[0]
 
 
 def _check_sources(files: dict[str, list[str]], datasets: dict, mixing: dict[str, float]) -> None:
@@ -249,7 +272,7 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
     section, run_name = plan.section, plan.run_name
     init_ray(num_cpus=max(2, section.num_workers * section.cpus_per_worker))
     passed_env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "VOCADAPT_"))}
-    progress_file = plan.storage / run_name / PROGRESS_FILE
+    progress_file = plan.progress_file
     progress_file.unlink(missing_ok=True)  # a resumed run's old figures are not this attempt's
     passed_env[PROGRESS_ENV] = str(progress_file)
     trainer = TorchTrainer(
@@ -257,10 +280,10 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
         train_loop_config=plan.loop_config,
         torch_config=TorchConfig(backend="nccl" if section.use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=section.num_workers, use_gpu=section.use_gpu,
-                                     resources_per_worker={"CPU": section.cpus_per_worker,
+                                     resources_per_worker={"CPU": section.cpus_per_worker, **plan.worker_resources,
                                                            **({"GPU": 1} if section.use_gpu else {})}),
         run_config=RunConfig(
-            name=run_name, storage_path=str(plan.storage),
+            name=run_name, **plan.storage.ray_storage(),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
             failure_config=FailureConfig(max_failures=section.max_failures),
             worker_runtime_env={"env_vars": passed_env},
@@ -312,6 +335,8 @@ def lapt_worker(config: dict) -> None:
 
     settings: LaptSection = config["settings"]  # validated once, in the driver; the loop reads it as it is
     rank = ray.train.get_context().get_world_rank()
+    if rank == 0 and os.environ.get(PROGRESS_ENV):  # rank 0 may run on a node where the driver's folder is not
+        Path(os.environ[PROGRESS_ENV]).parent.mkdir(parents=True, exist_ok=True)
     energy = _NodeEnergy(config)
     if not settings.use_gpu:
         torch.set_num_threads(settings.cpus_per_worker)  # as many threads as reserved CPUs

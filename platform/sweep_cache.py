@@ -1,6 +1,7 @@
 """Artefacts every trial of a sweep would otherwise recompute (the corpus expectation suite's results, the source
 model's held-out bits per byte, the trained target tokenizer, a trained helper), stored under the sweep's output
-folder and keyed by exactly their inputs."""
+folder and keyed by exactly their inputs. The folder is local or in object storage (``s3://...``, see
+``platform/storage.py``), so trials on every node of a cluster share one cache."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.storage import StorageLocation, local_mirror, locate
 
 CACHE_FOLDER = "cache"  # under the sweep's output folder: <storage_path>/<name>/cache/<kind>/<key>/
 CACHE_VERSION = 1  # bump when what an artefact holds (or how it is computed) changes
@@ -70,6 +72,15 @@ def expectation_inputs(config: ExperimentConfig, inputs) -> dict[str, Any]:
                       ("target_train", "target_validation", "source_train", "source_validation")}}
 
 
+def _upload_entry(folder: Path, location: StorageLocation) -> None:
+    """Upload an entry's files, ``inputs.json`` last: its presence says the entry is complete."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "inputs.json"):
+        target = location / path.relative_to(folder).as_posix()
+        with path.open("rb") as source, location.filesystem.open_output_stream(target.path) as stream:
+            shutil.copyfileobj(source, stream)
+    (location / "inputs.json").write_text((folder / "inputs.json").read_text(encoding="utf-8"))
+
+
 def cache_key(kind: str, inputs: dict[str, Any]) -> str:
     text = json.dumps({"kind": kind, "version": CACHE_VERSION, "inputs": inputs}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -85,9 +96,13 @@ class ArtefactCache:
     one fails, so when two trials race one wins and the other drops its copy and reads the winner's. Every reader,
     the builder included, loads the artefact from the entry, so a trial that reused it gets the same bytes as the
     trial that built it. ``on_event(kind, status, key)`` is told whether each artefact was computed or reused.
+
+    ``root`` may be a storage URI: an entry is then complete once its ``inputs.json`` object exists (uploaded
+    last, after the artefact's files); it is built locally, uploaded, and read from a local copy. Two trials that
+    race both upload the same bytes (the key fixes the inputs), so either copy is the entry.
     """
 
-    root: Path
+    root: Path | str
     on_event: Callable[[str, str, str], None] | None = None
     events: dict[str, str] = field(default_factory=dict)
     _source_model: dict[str, Any] | None = field(default=None, repr=False)
@@ -95,7 +110,10 @@ class ArtefactCache:
     def entry(self, kind: str, inputs: dict[str, Any], build: Callable[[Path], None]) -> Path:
         """The entry folder for ``inputs``, built with ``build(folder)`` if it is not there yet."""
         key = cache_key(kind, inputs)
-        final = Path(self.root) / kind / key
+        location = locate(self.root, field="sweep cache") / kind / key
+        if location.local is None:
+            return self._remote_entry(kind, key, location, inputs, build)
+        final = location.local
         status = REUSED
         if not final.is_dir():
             status = COMPUTED
@@ -110,10 +128,40 @@ class ArtefactCache:
                     raise
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
+        self._tell(kind, status, key)
+        return final
+
+    def _tell(self, kind: str, status: str, key: str) -> None:
         self.events[kind] = status
         if self.on_event is not None:
             self.on_event(kind, status, key)
-        return final
+
+    def _remote_entry(self, kind: str, key: str, location: StorageLocation, inputs: dict[str, Any],
+                      build: Callable[[Path], None]) -> Path:
+        """The entry in object storage, used from a local copy (``local_mirror``) on this machine."""
+        copy = local_mirror(location)
+        stored = (location / "inputs.json").is_file()
+        if stored and (copy / "inputs.json").is_file():
+            self._tell(kind, REUSED, key)
+            return copy
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key[:16]}.", dir=copy.parent))
+        try:
+            if stored:
+                location.download(staging)
+            else:
+                build(staging)
+                (staging / "inputs.json").write_text(json.dumps(inputs, indent=2, sort_keys=True), encoding="utf-8")
+                _upload_entry(staging, location)
+            os.rename(staging, copy)  # a copy already there (another trial's) holds the same bytes: the key says so
+        except OSError:
+            if not (copy / "inputs.json").is_file():  # not a lost race between two trials of this machine
+                raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        status = REUSED if stored else COMPUTED
+        self._tell(kind, status, key)
+        return copy
 
     def source_model(self, config: ExperimentConfig, inputs) -> dict[str, Any]:
         """The source model's identity, hashed once per cache (a 135M model's files take a second or two)."""

@@ -26,6 +26,7 @@ from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config import ConfigError, ExperimentConfig, apply_override, read_yaml_mapping, set_dotted
 from vocadapt.platform.config_sections import Section
 from vocadapt.platform.registry import PromotionGates
+from vocadapt.platform.storage import StorageLocation, locate
 from vocadapt.platform.sweep_cache import CACHE_FOLDER
 
 METRIC = "bpb_target"  # held-out target-language bits per byte: what ASHA stops on and the leaderboard ranks by
@@ -91,7 +92,9 @@ class SweepConfig(Section):
     )
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     budget: BudgetSection = Field(default_factory=BudgetSection)
-    storage_path: str = Field("runs/sweeps", description="Where Tune keeps trial state (resume reads it).")
+    storage_path: str = Field(
+        "runs/sweeps", description="Where Tune keeps trial state (resume reads it) and the trials share their "
+        "artefact cache: a folder or a storage URI (s3://bucket/prefix, gs://..., file://...) every node reaches.")
     register_best: bool = Field(True, description="Register the best trial's model with alias 'candidate'.")
     registered_model: str | None = Field(None, description="Registry name; default: the adapt pipeline's.")
     keep_models: Literal["best", "all"] = Field("best", description="Trial checkpoints kept on disk afterwards.")
@@ -112,8 +115,15 @@ class SweepConfig(Section):
             apply_override(tree, assignment)
         return tree
 
-    def storage(self) -> Path:
-        return Path(self.storage_path).resolve()
+    def storage(self) -> StorageLocation:
+        """``storage_path`` as a location (a relative folder is resolved against the current folder)."""
+        return locate(self.storage_path, field="sweep storage_path")
+
+    def trials_folder(self, base: ExperimentConfig) -> Path:
+        """The local folder for the trials' own files (models, tokenizers): under the sweep's storage when that is
+        a local folder, else under the base experiment's ``output_dir``; always on disk, where adapt writes."""
+        local = self.storage().local
+        return (local / self.name if local is not None else Path(base.output_dir).resolve() / self.name) / "trials"
 
 
 def set_trial_value(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -223,8 +233,9 @@ class TrialSpec:
     tracking_uri: str
     experiment: str
     base_tree: dict[str, Any]
-    output_dir: str
+    output_dir: str  # the sweep's folder in its storage (a path or URI): the artefact cache is under it
     objective: Objective
+    trials_dir: str | None = None  # a local folder for the trials' files; default: <output_dir>/trials
 
 
 def run_trial(params: dict[str, Any], spec: TrialSpec) -> None:
@@ -255,7 +266,7 @@ def _run_objective(params, spec: TrialSpec, tracker, run_id: str, trial_id: str)
     log_config_params(tracker, run_id, params)
     tree = copy.deepcopy(spec.base_tree)
     set_dotted(tree, "name", f"{spec.sweep_name}-{trial_id}")
-    set_dotted(tree, "output_dir", str(Path(spec.output_dir) / "trials"))
+    set_dotted(tree, "output_dir", spec.trials_dir or str(Path(spec.output_dir) / "trials"))
     set_dotted(tree, "tracking.tracking_uri", spec.tracking_uri)
     set_dotted(tree, "tracking.experiment", spec.experiment)
     set_dotted(tree, "tracking.register_best", False)  # the sweep registers its best trial, once
@@ -268,7 +279,7 @@ def _run_objective(params, spec: TrialSpec, tracker, run_id: str, trial_id: str)
         # if the actor is killed first); the driver re-marks it KILLED from the results (end_runs_below).
         tune.report({**metrics, "mlflow_run_id": run_id})
 
-    cache_dir = str(Path(spec.output_dir) / CACHE_FOLDER)
+    cache_dir = (locate(spec.output_dir) / CACHE_FOLDER).uri
     outcome = spec.objective(config, TrialContext(tracker, run_id, trial_id, report, cache_dir))
     tracker.log_metrics(run_id, outcome.metrics, next(steps))
     tracker.set_tags(run_id, {"vocadapt.sweep.model_run_id": outcome.model_run_id or "",
@@ -325,9 +336,11 @@ def fit(sweep: SweepConfig, spec: TrialSpec, *, resume: bool, retry_failed: bool
         tune.with_parameters(run_trial, spec=spec),
         {"cpu": sweep.budget.cpus_per_trial, "gpu": sweep.budget.gpus_per_trial},
     )
-    path = sweep.storage() / sweep.name
+    storage = sweep.storage()
     if resume:
-        tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, restart_errored=retry_failed)
+        where = (storage / sweep.name).ray_storage()
+        tuner = tune.Tuner.restore(where["storage_path"], trainable, resume_unfinished=True,
+                                   restart_errored=retry_failed, storage_filesystem=where.get("storage_filesystem"))
         return tuner.fit()
     if sweep.scheduler.kind == "asha":
         scheduler = ASHAScheduler(time_attr="training_iteration", max_t=sweep.scheduler.max_t,
@@ -343,8 +356,7 @@ def fit(sweep: SweepConfig, spec: TrialSpec, *, resume: bool, retry_failed: bool
             max_concurrent_trials=sweep.budget.max_concurrent_trials, time_budget_s=sweep.budget.time_budget_s,
         ),
         run_config=tune.RunConfig(
-            name=sweep.name, storage_path=str(sweep.storage()), failure_config=tune.FailureConfig(max_failures=0),
-            verbose=1,
+            name=sweep.name, failure_config=tune.FailureConfig(max_failures=0), verbose=1, **storage.ray_storage(),
         ),
     )
     return tuner.fit()
@@ -353,15 +365,16 @@ def fit(sweep: SweepConfig, spec: TrialSpec, *, resume: bool, retry_failed: bool
 def can_resume(sweep: SweepConfig) -> bool:
     from ray import tune
 
-    return tune.Tuner.can_restore(str(sweep.storage() / sweep.name))
+    where = (sweep.storage() / sweep.name).ray_storage()
+    return tune.Tuner.can_restore(where["storage_path"], storage_filesystem=where.get("storage_filesystem"))
 
 
 def read_state(sweep: SweepConfig) -> dict[str, Any]:
     path = sweep.storage() / sweep.name / STATE_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def write_state(sweep: SweepConfig, state: dict[str, Any]) -> None:
     folder = sweep.storage() / sweep.name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / STATE_FILE).write_text(json.dumps(state, indent=2), encoding="utf-8")
+    folder.mkdir()
+    (folder / STATE_FILE).write_text(json.dumps(state, indent=2))

@@ -110,7 +110,7 @@ def test_sweep_resumes_under_the_same_parent_and_retries_only_the_failed_trial(r
 
     monkeypatch.chdir(tmp_path)
     sweep = _sweep(tmp_path, ["fvt", "flaky"], register_best=False)
-    marker = sweep.storage() / sweep.name / "FAIL_FLAKY"
+    marker = sweep.storage().local / sweep.name / "FAIL_FLAKY"
     marker.parent.mkdir(parents=True)
     marker.touch()
     first = run_sweep(sweep, objective=tiny_objective)
@@ -139,7 +139,7 @@ def test_an_interrupted_sweep_registers_nothing_leaves_nothing_running_and_resum
 
     monkeypatch.chdir(tmp_path)
     sweep = _sweep(tmp_path, ["fvt", "interrupt", "random"], scheduler={"kind": "fifo", "max_t": 3})
-    marker = sweep.storage() / sweep.name / "INTERRUPT_DRIVER"
+    marker = sweep.storage().local / sweep.name / "INTERRUPT_DRIVER"
     marker.parent.mkdir(parents=True)
     marker.write_text(str(os.getpid()))
     first = run_sweep(sweep, objective=tiny_objective)
