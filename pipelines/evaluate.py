@@ -86,15 +86,21 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
         if path is not None:
             check_model_folder(path, what=role)  # a folder; a models:/ reference is checked once downloaded
     tracking_uri = resolve_tracking_uri(request.tracking_uri)
+    made_work_dir = request.work_dir is None or not Path(request.work_dir).exists()
     work_dir = Path(request.work_dir or tempfile.mkdtemp(prefix="vocadapt-evaluate-"))
     work_dir.mkdir(parents=True, exist_ok=True)
-    resolved = resolve_model(request.model, tracking_uri, work_dir / "model")
-    others = {"source_model": request.compare_to, "helper": request.helper}
-    for role, path in [*others.items(), *((f"similar_to[{i}]", p) for i, p in enumerate(request.similar_to))]:
-        if path is not None and not (Path(path) / "config.json").is_file():
-            raise UserError(f"{role}: {path} is not a model folder; pass a folder with config.json and weights")
-    check_model_folder(resolved.path, what="--model")  # a registered model, once downloaded
-    tasks = _build_tasks(suite, request, work_dir, console)
+    try:  # a refusal below leaves no work folder behind (one the user made is kept)
+        resolved = resolve_model(request.model, tracking_uri, work_dir / "model")
+        others = {"source_model": request.compare_to, "helper": request.helper}
+        for role, path in [*others.items(), *((f"similar_to[{i}]", p) for i, p in enumerate(request.similar_to))]:
+            if path is not None and not (Path(path) / "config.json").is_file():
+                raise UserError(f"{role}: {path} is not a model folder; pass a folder with config.json and weights")
+        check_model_folder(resolved.path, what="--model")  # a registered model, once downloaded
+        tasks = _build_tasks(suite, request, work_dir, console)
+    except BaseException:
+        if made_work_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        raise
     tracker = Tracker(tracking_uri, request.experiment or _experiment_name(tracking_uri, resolved))
 
     lineage = resolved.lineage | {"vocadapt.suite": suite.name, "vocadapt.suite_version": str(suite.version),

@@ -43,6 +43,10 @@ def registry_client(tracking_uri: str | None):
     from vocadapt.platform.tracking import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        # opening a missing SQLite store would create an empty one: refused instead, nothing written
+        raise UserError(f"no MLflow store at {uri}: run this where `vocadapt adapt` wrote mlflow.db, or pass "
+                        "--tracking-uri (or set MLFLOW_TRACKING_URI)")
     mlflow.set_registry_uri(uri)
     return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
 

@@ -71,13 +71,16 @@ def register(app: typer.Typer) -> None:
         from vocadapt.platform import jobs
 
         with user_errors():
-            client = jobs.job_client(address)
             if status_of or logs_of or stop_id:
-                return _manage(client, status_of, logs_of, stop_id, follow)
+                return _manage(jobs.job_client(address), status_of, logs_of, stop_id, follow)
+            # the caller's own mistakes first, before the cluster is contacted or anything uploaded
             command = list(context.args)
-            spec = jobs.job_spec(command, working_dir=working_dir.resolve(), env=job_env(env),
-                                 requirements=pinned_requirements(working_dir / "pyproject.toml") if install else None)
             check_command(command)
+            job_environment = job_env(env)
+            requirements = pinned_requirements(working_dir / "pyproject.toml") if install else None
+            client = jobs.job_client(address)
+            spec = jobs.job_spec(command, working_dir=working_dir.resolve(), env=job_environment,
+                                 requirements=requirements)
             job_id = jobs.submit(client, spec)
         names = ", ".join(sorted(spec["runtime_env"]["env_vars"])) or "none"
         typer.echo(f"submitted job {job_id} to {address} (env: {names}); follow it with "

@@ -1,0 +1,390 @@
+"""Every command refuses bad input the same way: exit code 2, one message naming the input (file, field or flag)
+and the fix, no traceback, and nothing left behind (no new file or folder, no MLflow run, no registry entry).
+
+One parametrised test over a table of cases (``CASES``), each a command line built on a tiny world shared by the
+module (a tiny model and tokenizer trained here, the committed corpus slices, and bad files: empty, Latin-1,
+broken JSON). Refusals happen before any work, so the whole table runs in seconds. ``bad_input_table.py`` prints
+the table (input, exit code, message) that README's "What vocadapt guarantees on bad input" shows.
+
+Also here: Ctrl-C (a real SIGINT to a real ``vocadapt adapt`` process, and a KeyboardInterrupt in-process) and an
+internal error (traceback in the log file, one line, exit 1).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.pipelines.bad_input_record import record_case
+from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
+from vocadapt.cli.app import app
+
+pytestmark = pytest.mark.timeout(600)
+
+FAST = {"init.methods": "[fvt]", "lapt.enabled": "false", "tracking.register_best": "false",
+        "tracking.energy": "false"}
+
+
+@dataclass(frozen=True)
+class World:
+    """Inputs shared by every case; they live outside the case's working folder."""
+
+    model: Path
+    target_tokenizer: Path
+    corpora: dict[str, Path]
+    empty: Path  # a text file with no text
+    latin1: Path  # Italian text whose line 3 holds a Latin-1 byte
+    small: Path  # 40 lines of one sentence: far fewer pieces than a 5,000-token vocabulary
+    bad_json: Path  # a config.json with a syntax error on line 2
+    no_model_type: Path  # a config.json without model_type
+    broken_tokenizer: Path  # a folder whose tokenizer.json is cut short
+    bad_yaml: Path  # an experiment config that is not YAML
+    misaligned: Path  # 3 lines, where the corpus has more
+    pickled: Path  # the tiny model with pytorch_model.bin instead of safetensors
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, fixture_corpora) -> World:
+    root = tmp_path_factory.mktemp("bad-input-world")
+    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
+    model = build_source_model(root / "model", [corpora["en.train"]])
+    target = build_source_model(root / "target", [corpora["it.train"]], vocab_size=350)
+    (root / "empty.txt").write_text("\n\n", encoding="utf-8")
+    lines = [line.encode("utf-8") for line in corpora["it.train"].read_text(encoding="utf-8").splitlines()[:60]]
+    lines[2] += b" caff\xe8"  # 'caffe' with a Latin-1 grave accent: the one byte that is not UTF-8
+    (root / "latin1.txt").write_bytes(b"\n".join(lines))
+    (root / "small.txt").write_text("la casa è bella\n" * 40, encoding="utf-8")
+    (root / "bad.json").write_text('{"model_type": "llama",\n "hidden_size": }\n', encoding="utf-8")
+    (root / "no_type.json").write_text('{"hidden_size": 32}\n', encoding="utf-8")
+    broken = root / "broken-tokenizer"
+    shutil.copytree(target, broken)
+    (broken / "tokenizer.json").write_text('{"version": "1.0", "model": ', encoding="utf-8")
+    (root / "bad.yaml").write_text("name: [unclosed\n", encoding="utf-8")
+    (root / "misaligned.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    pickled = root / "pickled"
+    shutil.copytree(model, pickled)
+    for shard in pickled.glob("*.safetensors"):
+        shard.rename(shard.with_name("pytorch_model.bin"))  # never loaded: the name alone is refused
+    return World(model, target, corpora, root / "empty.txt", root / "latin1.txt", root / "small.txt",
+                 root / "bad.json", root / "no_type.json", broken, root / "bad.yaml", root / "misaligned.txt", pickled)
+
+
+def adapt(**extra: str) -> Callable[[World, Path], list[str]]:
+    """``vocadapt adapt`` on the tiny world with ``extra`` dotted overrides (values may name world files)."""
+
+    def build(w: World, cwd: Path) -> list[str]:
+        values = {key: value.format(w=w, cwd=cwd) for key, value in extra.items()}
+        overrides = tiny_config_overrides(w.model, w.corpora, cwd, **(FAST | values))
+        return ["adapt", *[arg for override in overrides for arg in ("--set", override)]]
+
+    return build
+
+
+def config(*args: str, **extra: str) -> Callable[[World, Path], list[str]]:
+    """``vocadapt config`` on the tiny world's config, like :func:`adapt`."""
+
+    def build(w: World, cwd: Path) -> list[str]:
+        return ["config", *[a.format(w=w, cwd=cwd) for a in args], *adapt(**extra)(w, cwd)[1:]]
+
+    return build
+
+
+def cli(*args: str) -> Callable[[World, Path], list[str]]:
+    """A command line whose ``{w.*}`` and ``{cwd}`` placeholders name the world's files and the case's folder."""
+    return lambda w, cwd: [arg.format(w=w, cwd=cwd) for arg in args]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    args: Callable[[World, Path], list[str]]
+    named: tuple[str, ...]  # what the message must contain (placeholders as in ``cli``)
+    setup: Callable[[World, Path], None] | None = None
+
+
+def _existing_output(w: World, cwd: Path) -> None:
+    (cwd / "runs" / "tiny" / "it").mkdir(parents=True)
+
+
+def _existing_out(w: World, cwd: Path) -> None:
+    (cwd / "out").mkdir()
+    (cwd / "out" / "keep.txt").write_text("mine")
+
+
+INIT = ("init", "--source-model", "{w.model}", "--target-tokenizer", "{w.target_tokenizer}", "--out", "{cwd}/out")
+TRAIN = ("tokenizer", "train", "--kind", "bytelevel-bpe", "--out", "{cwd}/out")
+EXPAND = ("tokenizer", "expand", "--source", "{w.model}", "--target", "{w.target_tokenizer}", "--out", "{cwd}/out")
+
+
+def lapt(*args: str) -> Callable[[World, Path], list[str]]:
+    """``vocadapt lapt`` on the tiny world's config (its corpora, not the embedded default's) and ``args``."""
+    return lambda w, cwd: ["lapt", *adapt()(w, cwd)[1:], *[arg.format(w=w, cwd=cwd) for arg in args]]
+
+
+EVALUATE = ("evaluate", "--no-energy", "--work-dir", "{cwd}/out")
+NO_STORE = ("--tracking-uri", "sqlite:///{cwd}/mlflow.db")
+
+CASES = [
+    # adapt: config checks (before any file is read) and file checks (before any run or folder exists)
+    Case("adapt unknown method", adapt(**{"init.methods": "[fvt, magic]"}), ("init.methods", "magic", "fvt")),
+    Case("adapt unknown method option", adapt(**{"init.options": "{{fvt: {{speed: 3}}}}"}), ("init.options.fvt",)),
+    Case("adapt method needs a helper", adapt(**{"init.methods": "[sava]"}), ("init.helper", "sava", "fasttext")),
+    Case("adapt helper folder missing", adapt(**{"init.methods": "[sava]", "init.helper": "model:{cwd}/no-helper"}),
+         ("init.helper", "no-helper", "does not exist")),
+    Case("adapt misspelt field", adapt(**{"lapt.max_step": "5"}), ("lapt.max_step", "max_steps")),
+    Case("adapt value out of range", adapt(**{"tokenizer.vocab_size": "10"}), ("tokenizer.vocab_size",)),
+    Case("adapt storage URI scheme", adapt(**{"lapt.storage_path": "ftp2://host/ckpt"}),
+         ("lapt.storage_path", "ftp2", "s3://")),
+    Case("adapt storage URI without bucket", adapt(**{"lapt.storage_path": "s3:///ckpt"}),
+         ("lapt.storage_path", "bucket")),
+    Case("adapt tracking URI", adapt(**{"tracking.tracking_uri": "sqlite://mlflow.db"}),
+         ("tracking.tracking_uri", "sqlite:///")),
+    Case("adapt unknown energy grid", adapt(**{"tracking.energy": "true", "tracking.country_iso_code": "XYZ"}),
+         ("XYZ",)),
+    Case("adapt missing corpus file", adapt(**{"corpus.train": "[{cwd}/nope.txt]"}), ("corpus.train", "nope.txt")),
+    Case("adapt empty corpus", adapt(**{"corpus.train": "[{w.empty}]"}), ("{w.empty}", "empty")),
+    Case("adapt corpus not UTF-8", adapt(**{"corpus.train": "[{w.latin1}]"}), ("{w.latin1}", "line 3", "UTF-8")),
+    Case("adapt corpus in another language", adapt(**{"corpus.train": "[{w.corpora[en.train]}]"}),
+         ("{w.corpora[en.train]}", "target.language")),
+    Case("adapt missing source model", adapt(**{"source.model": "{cwd}/no-model"}), ("source.model", "no-model")),
+    Case("adapt missing pretrained tokenizer", adapt(**{"tokenizer.pretrained": "{cwd}/no-tok"}),
+         ("tokenizer.pretrained", "no-tok")),
+    Case("adapt existing output folder", adapt(), ("name", "already exists", "--overwrite"), _existing_output),
+    Case("adapt config file missing", cli("adapt", "{cwd}/missing.yaml"), ("missing.yaml", "does not exist")),
+    Case("adapt config file not YAML", cli("adapt", "{w.bad_yaml}"), ("{w.bad_yaml}", "YAML")),
+    # config: the same checks as adapt, files with --check-files
+    Case("config unknown method", config(**{"init.methods": "[fvt, magic]"}), ("init.methods", "magic")),
+    Case("config storage URI", config(**{"lapt.storage_path": "nope://x/y"}), ("lapt.storage_path", "nope")),
+    Case("config --check-files corpus not UTF-8", config("--check-files", **{"corpus.train": "[{w.latin1}]"}),
+         ("{w.latin1}", "line 3", "UTF-8")),
+    Case("config --check-files existing output", config("--check-files"), ("name", "--overwrite"),
+         _existing_output),
+    Case("config --check-files missing source model", config("--check-files", **{"source.model": "{cwd}/gone"}),
+         ("source.model", "gone")),
+    Case("config without target language", cli("config"), ("target",)),
+    # init
+    Case("init unknown method", cli(*INIT, "--method", "magic"), ("--method", "magic")),
+    Case("init bad mode", cli(*INIT, "--method", "fvt", "--mode", "sideways"), ("--mode", "sideways")),
+    Case("init option without value", cli(*INIT, "--method", "fvt", "--option", "temperature"), ("--option",)),
+    Case("init missing target tokenizer", cli("init", "--source-model", "{w.model}", "--target-tokenizer",
+                                              "{cwd}/no-tok", "--method", "fvt", "--out", "{cwd}/out"),
+         ("--target-tokenizer", "no-tok")),
+    Case("init existing --out", cli(*INIT, "--method", "fvt"), ("--out", "--overwrite"), _existing_out),
+    # lapt
+    Case("lapt missing model", lapt("--model", "{cwd}/no-model"), ("no-model", "--model")),
+    Case("lapt no budget", lapt("--set", "lapt.max_steps=0", "--model", "{w.model}"), ("lapt.max_steps",)),
+    Case("lapt pickled model", lapt("--model", "{w.pickled}"), ("{w.pickled}", "safetensors", "convert")),
+    # evaluate
+    Case("evaluate missing model", cli(*EVALUATE, "--model", "{cwd}/no-model"), ("--model", "no-model")),
+    Case("evaluate unknown suite", cli(*EVALUATE, "--model", "{w.model}", "--suite", "nosuch"), ("suite", "nosuch")),
+    Case("evaluate --data without file", cli(*EVALUATE, "--model", "{w.model}", "--data", "it"), ("--data",)),
+    Case("evaluate --set without value", cli(*EVALUATE, "--model", "{w.model}", "--set", "cloze"), ("--set",)),
+    # sweep
+    Case("sweep without config", cli("sweep"), ("--config",)),
+    Case("sweep config missing", cli("sweep", "--config", "{cwd}/sweep.yaml"), ("sweep.yaml",)),
+    # languages
+    Case("languages with English", cli("languages", "--lang", "en", "--output", "{cwd}/out"), ("--lang", "en")),
+    Case("languages not built", cli("languages", "--lang", "zz", "--output", "{cwd}/out"), ("vocadapt assets",)),
+    # tokenizer train / expand / overlap
+    Case("tokenizer train empty corpus", cli(*TRAIN, "--vocab-size", "400", "--corpus", "{w.empty}"),
+         ("{w.empty}", "no non-empty line")),
+    Case("tokenizer train corpus not UTF-8", cli(*TRAIN, "--vocab-size", "400", "--corpus", "{w.latin1}"),
+         ("{w.latin1}", "line 3", "UTF-8", "iconv")),
+    Case("tokenizer train vocabulary out of reach", cli(*TRAIN, "--vocab-size", "5000", "--corpus", "{w.small}"),
+         ("--vocab-size 5000", "{w.small}", "gives only", "--min-frequency")),
+    Case("tokenizer train missing corpus", cli(*TRAIN, "--vocab-size", "400", "--corpus", "{cwd}/gone.txt"),
+         ("gone.txt",)),
+    Case("tokenizer train unknown kind", cli("tokenizer", "train", "--kind", "magic", "--vocab-size", "400",
+                                             "--corpus", "{w.small}", "--out", "{cwd}/out"), ("magic", "kind")),
+    Case("tokenizer train corpus and dataset", cli(*TRAIN, "--vocab-size", "400", "--corpus", "{w.small}",
+                                                   "--dataset", "{w.small}"), ("--corpus", "--dataset")),
+    Case("tokenizer train existing --out", cli(*TRAIN, "--vocab-size", "300", "--corpus", "{w.small}"),
+         ("{cwd}/out", "not empty"), _existing_out),
+    Case("tokenizer expand --top-k without corpus", cli(*EXPAND, "--top-k", "5"), ("--top-k", "--corpus")),
+    Case("tokenizer expand missing source", cli("tokenizer", "expand", "--source", "{cwd}/gone", "--target",
+                                                "{w.target_tokenizer}", "--out", "{cwd}/out"), ("gone",)),
+    Case("tokenizer overlap broken tokenizer.json", cli("tokenizer", "overlap", "--source", "{w.model}",
+                                                        "--target", "{w.broken_tokenizer}"),
+         ("{w.broken_tokenizer}", "tokenizer.json")),
+    # fertility
+    Case("fertility corpus not UTF-8", cli("fertility", "--tokenizer", "{w.model}", "--corpus", "{w.latin1}"),
+         ("{w.latin1}", "line 3", "UTF-8")),
+    Case("fertility misaligned reference", cli("fertility", "--tokenizer", "{w.model}", "--corpus",
+                                               "{w.corpora[it.validation]}", "--reference", "{w.misaligned}"),
+         ("--reference", "line-aligned")),
+    Case("fertility missing tokenizer", cli("fertility", "--tokenizer", "{cwd}/gone", "--corpus", "{w.small}"),
+         ("gone",)),
+    # params
+    Case("params config not JSON", cli("params", "--config", "{w.bad_json}", "--vocab-size", "100"),
+         ("--config", "{w.bad_json}", "line 2")),
+    Case("params config without model_type", cli("params", "--config", "{w.no_model_type}", "--vocab-size", "100"),
+         ("{w.no_model_type}", "model_type")),
+    Case("params vocabulary size zero", cli("params", "--config", "{w.model}", "--vocab-size", "0"),
+         ("--vocab-size",)),
+    # registry: promote, rollback, serve (no store here: refused without creating one)
+    Case("promote without a store", cli("promote", "some-model", "--version", "1", *NO_STORE),
+         ("{cwd}/mlflow.db", "--tracking-uri")),
+    Case("promote gates file missing", cli("promote", "some-model", "--version", "1", "--gates", "{cwd}/gates.yaml"),
+         ("gates.yaml",)),
+    Case("rollback without a store", cli("rollback", "some-model", *NO_STORE), ("{cwd}/mlflow.db", "--tracking-uri")),
+    Case("serve not a models:/ URI", cli("serve", "not-a-uri", *NO_STORE), ("not-a-uri", "models:/")),
+    Case("serve without a store", cli("serve", "models:/some-model@champion", *NO_STORE), ("{cwd}/mlflow.db",)),
+    # submit, dashboard, assets
+    Case("submit without a job server", cli("submit", "--no-install", "--address", "http://127.0.0.1:9", "--", "adapt"),
+         ("http://127.0.0.1:9", "--address")),
+    Case("submit --env not set", cli("submit", "--env", "VOCADAPT_TEST_UNSET_VARIABLE", "--", "adapt"),
+         ("--env", "VOCADAPT_TEST_UNSET_VARIABLE")),
+    Case("submit unknown command", cli("submit", "--no-install", "--", "frobnicate"), ("frobnicate", "submit --")),
+    Case("dashboard without a store", cli("dashboard", *NO_STORE), ("{cwd}/mlflow.db", "--tracking-uri")),
+    Case("assets unknown language", cli("assets", "--lang", "zz", "--home", "{cwd}/home"), ("zz",)),
+]
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(path.relative_to(folder)) for path in folder.rglob("*")}
+
+
+def _logs() -> set[str]:
+    from vocadapt.cli.errors import logs_dir
+
+    return {path.name for path in logs_dir().glob("*.log")}
+
+
+def _no_mlflow_run_no_registry(cwd: Path) -> None:
+    db = cwd / "mlflow.db"
+    if db.exists():
+        import mlflow
+
+        client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
+        experiments = [e.experiment_id for e in client.search_experiments()]
+        assert not client.search_runs(experiments), "a run was opened"
+        assert not client.search_registered_models(), "the registry changed"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input_is_refused_naming_the_input_and_leaves_nothing(case: Case, world: World, tmp_path: Path,
+                                                                  monkeypatch):
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    if case.setup:
+        case.setup(world, cwd)
+    before, logs_before = _files(cwd), _logs()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("VOCADAPT_TEST_UNSET_VARIABLE", raising=False)
+    args = case.args(world, cwd)
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    record_case(case.id, args, result, world_root=world.empty.parent, cwd=cwd)
+    output = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert output.count("error:") == 1, output
+    for name in case.named:
+        assert " ".join(name.format(w=world, cwd=cwd).split()) in output, (name, output)
+    assert _files(cwd) == before, sorted(_files(cwd) - before)  # no folder, no file, no store
+    _no_mlflow_run_no_registry(cwd)
+    assert _logs() == logs_before  # a refusal, not an internal error (whose traceback goes to a log)
+
+
+def test_the_table_covers_every_command():
+    """At least 60 cases, and every command that takes input has some."""
+    from vocadapt.cli.app import app as application
+
+    commands = {c.name for c in application.registered_commands} | {"tokenizer"}
+    covered = {case.id.split()[0] for case in CASES}
+    assert len(CASES) >= 60
+    assert commands - covered <= {"leaderboard"}, commands - covered  # leaderboard: added by another change
+
+
+# ---- Ctrl-C and internal errors
+
+
+def _runs(db: Path) -> dict[str, str]:
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return {run.info.run_name: run.info.status for run in client.search_runs(experiments)}
+
+
+def test_ctrl_c_in_adapt_marks_runs_killed_and_removes_the_partial_folder(world, tmp_path, monkeypatch):
+    from vocadapt.pipelines import adapt as adapt_pipeline
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(adapt_pipeline, "_adapt_one_method", interrupted)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+    result = CliRunner().invoke(app, adapt()(world, tmp_path), catch_exceptions=False)
+    assert result.exit_code == 130, result.output
+    assert _runs(tmp_path / "mlflow.db") == {"tiny": "KILLED", "tiny/fvt": "KILLED"}
+    output = " ".join(result.output.split())
+    assert "interrupted: `vocadapt adapt` stopped" in output and "KILLED" in output and "Kept" in output
+    assert not (tmp_path / "runs" / "tiny").exists() or not any((tmp_path / "runs" / "tiny").iterdir())
+
+
+SLOW_ADAPT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from vocadapt.pipelines import adapt
+
+    def slow(*args, **kwargs):  # the first method waits, so the signal arrives mid-run
+        Path(sys.argv[1]).write_text("started")
+        time.sleep(120)
+
+    adapt._adapt_one_method = slow
+    from vocadapt.cli.app import app
+    app(sys.argv[2:])
+""")
+
+
+def test_sigint_to_a_real_adapt_process(world, tmp_path):
+    """A real SIGINT to a real ``vocadapt adapt`` process (its first method made to wait): exit 130, the parent
+    and child runs KILLED, no output folder and no staging folder left."""
+    marker = tmp_path / "started"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": "", "PYTHONPATH": str(Path(__file__).parents[2])}
+    process = subprocess.Popen([sys.executable, "-c", SLOW_ADAPT, str(marker), *adapt()(world, tmp_path)],
+                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), process.communicate()[0].decode()[-3000:]
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=120)[0].decode()
+    assert process.returncode == 130, output[-3000:]
+    assert "Traceback" not in output
+    assert _runs(tmp_path / "mlflow.db") == {"tiny": "KILLED", "tiny/fvt": "KILLED"}
+    assert not (tmp_path / "runs" / "tiny").exists() or not any((tmp_path / "runs" / "tiny").iterdir())
+
+
+def test_internal_error_writes_the_traceback_to_a_log_and_prints_one_line(world, tmp_path, monkeypatch):
+    from vocadapt.components.tokenizers import params
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("an internal failure with s3://KEY:SECRET@bucket/x")
+
+    monkeypatch.setattr(params, "vocabulary_change", broken)
+    monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(app, ["params", "--config", str(world.model), "--vocab-size", "100"],
+                                catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and "SECRET" not in result.output
+    logs = list((tmp_path / "home" / "logs").glob("params-*.log"))
+    assert len(logs) == 1
+    assert str(logs[0]) in result.output
+    text = logs[0].read_text()
+    assert "Traceback" in text and "RuntimeError: an internal failure" in text and "SECRET" not in text
+    assert "internal error" in result.output and "RuntimeError" in result.output
