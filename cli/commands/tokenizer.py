@@ -36,6 +36,11 @@ def load_tokenizer(spec: str):
     path = Path(spec)
     if not path.exists():
         raise UserError(f"tokenizer {spec!r} not found; pass a tokenizer folder, a .gguf file or 'embedded'")
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        from vocadapt.components.input_files import read_json
+
+        read_json(path / "tokenizer.json", "tokenizer", "save the tokenizer again (save_pretrained) or pass another "
+                  "folder")  # a damaged file named with its line, not a bare JSON error
     try:
         if path.suffix == ".gguf":
             return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
@@ -146,7 +151,10 @@ def expand_command(
                                        "change (repeatable)."),
     protect_lexicon: list[Path] = typer.Option([], "--protect-lexicon", help="Source-language word list, one word "
                                                "per line, each protected in every casing (repeatable; e.g. "
-                                               "/usr/share/dict/words or the assets' lexicons/en.txt)."),
+                                               "/usr/share/dict/words); default: the English word list `vocadapt "
+                                               "assets` builds (lexicons/en.txt), where it was built."),
+    no_protect_lexicon: bool = typer.Option(False, "--no-protect-lexicon", help="Protect no word list (opting out "
+                                            "of the default English one)."),
     out: Path = typer.Option(..., "--out", help="Folder for the expanded tokenizer."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -161,6 +169,13 @@ def expand_command(
             raise UserError(f"{out} exists and is not empty; choose a new --out folder")
         source_tokenizer, target_tokenizer = load_tokenizer(source), load_tokenizer(target)
         protected = read_lines(protect) if protect else None
+        if protect_lexicon and no_protect_lexicon:
+            raise UserError("--protect-lexicon and --no-protect-lexicon contradict each other; give one")
+        if not protect_lexicon and not no_protect_lexicon:  # protected by default; opting out is explicit
+            from vocadapt.platform.sources import word_list_path
+
+            embedded = word_list_path("embedded", "en", "--protect-lexicon")
+            protect_lexicon = [embedded] if embedded is not None else []  # none built: the summary lists none
         lexicon = [word for line in read_lines(protect_lexicon) for word in line.split()] if protect_lexicon else None
         if top_k is None:
             expansion = expand.expand_with_target(source_tokenizer, target_tokenizer, protect=protected,
@@ -176,6 +191,7 @@ def expand_command(
         "intermediate_tokens": len(expansion.intermediate_token_ids),
         "skipped": expansion.skipped,
         "unreachable": len(expand.unreachable_tokens(expansion.tokenizer, expansion.new_token_ids)),
+        "protected_lexicon": [str(path) for path in protect_lexicon],
         "out": str(out),
     }
     typer.echo(json.dumps(summary, indent=2) if as_json else "\n".join(f"{k}: {v}" for k, v in summary.items()))
