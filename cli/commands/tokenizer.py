@@ -36,11 +36,6 @@ def load_tokenizer(spec: str):
     path = Path(spec)
     if not path.exists():
         raise UserError(f"tokenizer {spec!r} not found; pass a tokenizer folder, a .gguf file or 'embedded'")
-    if path.is_dir() and (path / "tokenizer.json").is_file():
-        from vocadapt.components.input_files import read_json
-
-        read_json(path / "tokenizer.json", "tokenizer", "save the tokenizer again (save_pretrained) or pass another "
-                  "folder")  # a damaged file named with its line, not a bare JSON error
     try:
         if path.suffix == ".gguf":
             return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
