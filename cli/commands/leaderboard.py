@@ -9,13 +9,17 @@ import typer
 
 from vocadapt.cli.errors import user_errors
 
+# The demo's config (the embedded SmolLM2-135M, its Italian corpora, a 16,384-token Italian BPE, fastText helper).
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "italian-smollm2.yaml"
+
 
 def register(app: typer.Typer) -> None:
     @app.command("leaderboard")
     def leaderboard_command(
         config_path: Optional[Path] = typer.Argument(
-            None, metavar="CONFIG", help="Experiment YAML (source model, corpora, target tokenizer); omitted: the "
-            "defaults (the embedded SmolLM2-135M and its Italian corpora, a 16,384-token Italian BPE, fastText)."
+            None, metavar="CONFIG", help="Experiment YAML (source model, corpora, target tokenizer); omitted: "
+            "configs/italian-smollm2.yaml (the embedded SmolLM2-135M and its Italian corpora, a 16,384-token Italian "
+            "BPE, a fastText helper)."
         ),
         methods: list[str] = typer.Option(
             [], "--method", "-m", help="Initialiser to score (repeatable, or comma-separated); omitted: every "
@@ -36,7 +40,7 @@ def register(app: typer.Typer) -> None:
 
         chosen = [name.strip() for value in methods for name in value.split(",") if name.strip()]
         with user_errors():
-            config = load_config(config_path, set_)
+            config = load_config(config_path or DEMO_CONFIG, set_)
             result = run_leaderboard(config, chosen or None, cache_dir=cache)
         _print_table(result)
         if json_out:
