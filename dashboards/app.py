@@ -36,6 +36,7 @@ def main() -> None:
     else:
         adapt = _comparison(client, everything)
     _corpus_expectations(client, data.expectation_runs(everything, adapt))
+    _leaderboard(everything)
     _language_matrix(client, everything)
     _registry(client)
 
@@ -298,6 +299,30 @@ def _language_matrix(client, everything: data.ExperimentRuns) -> None:
     st.caption("Parity: tokens for held-out paragraphs / SmolLM2's tokens for their English side. tokens_per_word "
                "is empty where words are not delimited. source_over_target_tokens: how many times fewer tokens the "
                "target tokenizer needs for the same paragraphs.")
+
+
+def _leaderboard(everything: data.ExperimentRuns) -> None:
+    """``vocadapt leaderboard`` runs: initialisers ranked by zero-shot bits per byte (the latest finished shown)."""
+    runs = everything.of_kind("leaderboard")
+    if runs.empty:
+        return
+    st.header("Initialiser leaderboard: zero-shot bits per byte (lower is better)")
+    finished = _finished(runs)
+    chosen = st.sidebar.multiselect("Leaderboard runs", list(runs["label"]), finished[-1:])
+    table = data.leaderboard_table(runs[runs["label"].isin(chosen)])
+    if table.empty:
+        st.info("No leaderboard metrics in the selected runs.")
+        return
+    long = table.melt(id_vars=["run", "method", "rank"], value_vars=["bpb_target", "bpb_source"],
+                      var_name="stream", value_name="bpb").dropna(subset=["bpb"])
+    long["stream"] = long["stream"].map({"bpb_target": "target language", "bpb_source": "source language"})
+    order = list(dict.fromkeys(table["method"]))
+    st.altair_chart(alt.Chart(long).mark_bar().encode(
+        y=alt.Y("method:N", sort=order, title=None), x=alt.X("bpb:Q", title="bits per byte"),
+        yOffset="stream:N", color=alt.Color("stream:N", legend=alt.Legend(orient="top")),
+        column=alt.Column("run:N", title=None), tooltip=["run", "rank", "method", "stream", "bpb"],
+    ).properties(width=420, height=24 * len(order) * 2))
+    st.dataframe(table, hide_index=True)
 
 
 def _registry(client) -> None:

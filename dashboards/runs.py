@@ -89,6 +89,8 @@ def _unique_labels(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _kind(tags: dict, params: dict, metrics: dict) -> str:
+    if "vocadapt.leaderboard" in tags and "mlflow.parentRunId" not in tags:
+        return "leaderboard"
     if "vocadapt.suite" in tags:
         return "evaluation"
     if "vocadapt.matrix" in tags and "mlflow.parentRunId" not in tags:
@@ -366,3 +368,27 @@ def experiments_with_matrix(client) -> list[str]:
                                max_results=1000)
     ids = {run.info.experiment_id for run in found}
     return sorted(e.name for e in experiments if e.experiment_id in ids)
+
+
+LEADERBOARD = re.compile(r"^leaderboard\.(?P<method>.+)\.(?P<measure>rank|bpb_target|bpb_source|init_seconds)$")
+
+
+def leaderboard_table(leaderboards: pd.DataFrame) -> pd.DataFrame:
+    """One row per (leaderboard run, method) from the parent's ``leaderboard.<method>.<measure>`` metrics, ranked;
+    the source model (its own tokenizer) as a reference row with no rank."""
+    rows = []
+    for run in leaderboards.itertuples():
+        methods: dict[str, dict] = {}
+        for key, value in run.metrics.items():
+            match = LEADERBOARD.match(key)
+            if match:
+                methods.setdefault(match["method"], {})[match["measure"]] = value
+        for method, measures in methods.items():
+            rows.append({"run": run.label, "method": method, **measures})
+        if "source_model.bpb_target" in run.metrics:
+            rows.append({"run": run.label, "method": "source model (own tokenizer)",
+                         "bpb_target": run.metrics["source_model.bpb_target"],
+                         "bpb_source": run.metrics.get("source_model.bpb_source")})
+    columns = ["run", "rank", "method", "bpb_target", "bpb_source", "init_seconds"]
+    table = pd.DataFrame(rows, columns=columns)
+    return table.sort_values(["run", "rank"], na_position="last", kind="stable").reset_index(drop=True)
