@@ -150,6 +150,12 @@ def resolve_methods(config: ExperimentConfig) -> dict[str, ConfiguredInitializer
             raise UserError(f"init.methods: {error.args[0]}") from error
         except ValueError as error:
             raise UserError(f"init.options.{method}: {error}") from error
+        if methods[method].initializer.name == "wechsel":  # its fastText models and dictionary: 'embedded' or files
+            from vocadapt.platform.word_vectors import resolve_wechsel_options
+
+            options = resolve_wechsel_options(config.init.options.get(method, {}), config.target.source_language,
+                                              config.target.language)
+            methods[method] = configure_initializer(method, options)
         if methods[method].needs_helper and not config.init.helper:
             raise UserError(
                 f"init.methods: {method!r} needs a helper and init.helper is not set; it accepts "

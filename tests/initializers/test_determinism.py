@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.initializers.test_registry import OPTIONS
 from tests.initializers.tiny_world import tiny_llama
 from vocadapt.components.initializers import available_initializers, get_initializer
 
@@ -39,7 +40,7 @@ def matrix_digests(folder: str) -> dict[str, str]:
             model = adapt_embeddings(
                 tiny_llama(len(source), tied=False), source_tokenizer=source, target_tokenizer=target, method=method,
                 mode=mode, helper=helper if get_initializer(method).needs_helper else None,
-                corpus_files=[str(world / "italian.txt")], seed=5,
+                corpus_files=[str(world / "italian.txt")], seed=5, options=OPTIONS.get(method),
             )
             digest = hashlib.sha256()
             for matrix in (model.get_input_embeddings().weight, model.get_output_embeddings().weight):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -10,6 +12,11 @@ from vocadapt.components.initializers import available_initializers, get_initial
 from vocadapt.components.surgery import adapt_embeddings, plan_vocabulary
 
 METHODS = available_initializers()
+# Methods that read files their options name: the tiny ones of their own tests (WECHSEL: fastText models, dictionary).
+_DATA = Path(__file__).parent / "data"
+OPTIONS = {"wechsel": {"source_vectors": str(_DATA / "wechsel_source.bin"),
+                       "target_vectors": str(_DATA / "wechsel_target.bin"),
+                       "dictionary": str(_DATA / "wechsel_dictionary.txt")}}
 
 
 def test_registry_holds_one_method_per_file_and_the_mean_alias():
@@ -51,6 +58,7 @@ def _adapt(method, tied, mode, source_tokenizer, target, helper, corpus_file):
     adapt_embeddings(
         model, source_tokenizer=source_tokenizer, target_tokenizer=target, method=method, mode=mode,
         helper=helper if get_initializer(method).needs_helper else None, corpus_files=[corpus_file], seed=3,
+        options=OPTIONS.get(method),
     )
     return model, source_input, source_output
 
@@ -102,7 +110,7 @@ def test_helper_methods_without_helper_stop_before_any_work(method, source_token
 def test_unknown_method_and_option_are_rejected(source_tokenizer, target_tokenizer):
     model = tiny_llama(len(source_tokenizer), tied=True)
     with pytest.raises(KeyError, match="choose one of"):
-        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="wechsel")
+        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="wechsle")
     with pytest.raises(ValueError, match="has no option"):
         adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt",
                          options={"temperature": 1})
