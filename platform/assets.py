@@ -194,11 +194,19 @@ def build_assets(
 
 def _wechsel_todo(manifest: dict[str, Any], languages: Sequence[str], force: bool) -> tuple[list[str], list[str]]:
     """Languages whose fastText word model, and target languages whose English dictionary, are still to build
-    (WECHSEL's inputs, ``platform/word_vectors.py``); an entry recorded as missing is retried only with ``force``."""
+    (WECHSEL's inputs, ``platform/word_vectors.py``), or were built with other settings; an entry recorded as missing
+    is retried only with ``force``."""
+    from vocadapt.platform.word_vectors import DICTIONARY_FORMAT, word_vector_settings
+
     vectors = manifest.setdefault("word_vectors", {})
     dictionaries = manifest.setdefault("dictionaries", {})
-    vectors_todo = [lang for lang in languages if force or lang not in vectors]
-    dictionaries_todo = [lang for lang in languages if lang != "en" and (force or f"en-{lang}" not in dictionaries)]
+    outdated_vectors = {lang for lang, entry in vectors.items()
+                        if "file" in entry and entry.get("settings") != word_vector_settings()}
+    outdated_dictionaries = {key for key, entry in dictionaries.items()
+                             if "file" in entry and entry.get("format") != DICTIONARY_FORMAT}
+    vectors_todo = [lang for lang in languages if force or lang not in vectors or lang in outdated_vectors]
+    dictionaries_todo = [lang for lang in languages if lang != "en" and (
+        force or f"en-{lang}" not in dictionaries or f"en-{lang}" in outdated_dictionaries)]
     return vectors_todo, dictionaries_todo
 
 

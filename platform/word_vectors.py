@@ -27,8 +27,12 @@ from vocadapt.components.errors import UserError
 
 # fastText skip-gram, one thread and a seed (same corpus, same bytes): dim 100 as the authors' train_embeddings,
 # 3 epochs to stay near a minute per language on 2 cores (the authors train cbow for 20 epochs on far more text).
-WORD_VECTOR_SETTINGS = {"model": "skipgram", "dim": 100, "epoch": 3, "minCount": 3, "minn": 3, "maxn": 6, "ws": 5}
+# 100,000 n-gram buckets instead of fastText's 2 million keep a model near 45 MB instead of 810 MB.
+WORD_VECTOR_SETTINGS = {"model": "skipgram", "dim": 100, "epoch": 3, "minCount": 3, "minn": 3, "maxn": 6, "ws": 5,
+                        "bucket": 100_000}
 WORD_VECTOR_SEED = 0
+# Bumped when the way dictionaries are read changes, so that `vocadapt assets` rebuilds older ones.
+DICTIONARY_FORMAT = 2
 _WORDS = re.compile(r"\w+|[^\w\s]")
 
 # ISO 639-1 -> the ISO 639-3 code of FreeDict's package names (dict-freedict-eng-ita, dict-freedict-ita-eng).
@@ -67,9 +71,14 @@ def build_word_vectors(lang: str, corpus: Path, workspace: Path, console: Consol
     console.print(f"word vectors {lang}: {len(model.words):,} words, dim {model.get_dimension()}", highlight=False)
     return {
         "file": relative.as_posix(), "words": len(model.words), "corpus_tokens": tokens,
-        "settings": {**WORD_VECTOR_SETTINGS, "seed": WORD_VECTOR_SEED, "thread": 1},
+        "settings": word_vector_settings(),
         "origin": f"fastText trained on corpora/{lang}/train.txt",
     }
+
+
+def word_vector_settings() -> dict[str, Any]:
+    """What a word model is trained with, as recorded in the manifest (a model built otherwise is rebuilt)."""
+    return {**WORD_VECTOR_SETTINGS, "seed": WORD_VECTOR_SEED, "thread": 1}
 
 
 def write_words(corpus: Path, out: Path) -> int:
@@ -155,7 +164,7 @@ def build_dictionary(lang: str, downloads: Path, workspace: Path, console: Conso
     (workspace / relative).write_text("".join(f"{en}\t{other}\n" for en, other in sorted(pairs)), encoding="utf-8")
     console.print(f"dictionary en-{lang}: {len(pairs):,} pairs from {', '.join(versions)}", highlight=False)
     return {
-        "file": relative.as_posix(), "pairs": len(pairs), "packages": versions,
+        "file": relative.as_posix(), "pairs": len(pairs), "packages": versions, "format": DICTIONARY_FORMAT,
         "licence": "FreeDict (GPL-2.0-or-later; see /usr/share/doc/<package>/copyright)",
         "origin": "Debian, apt-get download",
     }  # fmt: skip
@@ -173,17 +182,18 @@ def dictd_pairs(index: str, data: bytes) -> list[tuple[str, str]]:
     """(headword, translation) pairs of a dictd database: for each entry of the index (headword, offset, length into
     the uncompressed ``data``), the first translation of each sense, kept where headword and translation are single
     words. FreeDict entries are a headword line (with its pronunciation) and one line per sense, numbered or not, with
-    translations separated by commas."""
+    translations separated by commas. The headword is read from the entry, whose case the index does not keep."""
     pairs = []
     for line in index.splitlines():
         parts = line.split("\t")
         if len(parts) != 3 or parts[0].startswith("00database") or parts[0].startswith("00-database"):
             continue
-        headword = parts[0].strip()
+        body = data[dictd_number(parts[1]) : dictd_number(parts[1]) + dictd_number(parts[2])].decode("utf-8", "ignore")
+        lines = body.splitlines()
+        headword = lines[0].split(" /")[0].strip() if lines else ""
         if not _single_word(headword):
             continue
-        body = data[dictd_number(parts[1]) : dictd_number(parts[1]) + dictd_number(parts[2])].decode("utf-8", "ignore")
-        for sense in body.splitlines()[1:]:
+        for sense in lines[1:]:
             first = _PARENTHESES.sub("", _SENSE_NUMBER.sub("", sense.strip())).split(",")[0].split(";")[0].strip()
             if _single_word(first):
                 pairs.append((headword, first))

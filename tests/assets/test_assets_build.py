@@ -55,7 +55,9 @@ class FakeBuilders:
     def build_word_vectors(self, lang, corpus, workspace, console) -> dict:
         (workspace / "word_vectors").mkdir(parents=True, exist_ok=True)
         (workspace / "word_vectors" / f"{lang}.bin").write_bytes(corpus.read_bytes())
-        return {"file": f"word_vectors/{lang}.bin"}
+        from vocadapt.platform.word_vectors import word_vector_settings
+
+        return {"file": f"word_vectors/{lang}.bin", "settings": word_vector_settings()}
 
     def build_dictionary(self, lang, downloads, workspace, console) -> dict:
         return {"missing": "offline"}
