@@ -1,4 +1,5 @@
-"""A real ``mlflow server`` on 127.0.0.1 with a SQLite backend, for tests that go over HTTP."""
+"""A real ``mlflow server`` on 127.0.0.1, started by ``infra/mlflow-server/start.sh`` as it is deployed, for tests
+that go over HTTP: a SQLite backend in the test's folder, artifacts proxied by the server."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+START_SCRIPT = Path(__file__).resolve().parents[1] / "infra" / "mlflow-server" / "start.sh"
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -18,18 +21,35 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def server_environment(folder: Path, port: int, *, auth: bool, artifacts: str | None = None) -> dict[str, str]:
+    """The variables start.sh reads, for a one-worker server on 127.0.0.1 that keeps its databases in ``folder``."""
+    return {
+        "MLFLOW_SERVER_HOME": str(folder), "MLFLOW_SERVER_HOST": "127.0.0.1", "MLFLOW_SERVER_PORT": str(port),
+        "MLFLOW_SERVER_WORKERS": "1", "MLFLOW_BACKEND_STORE_URI": f"sqlite:///{folder / 'server.db'}",
+        "MLFLOW_ARTIFACTS_DESTINATION": artifacts or str(folder / "server-artifacts"),
+        "MLFLOW_BIN": str(Path(sys.executable).with_name("mlflow")), "MLFLOW_SERVER_AUTH": "basic" if auth else "none",
+    }
+
+
 @contextmanager
-def mlflow_server(folder: Path, *, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None):
-    """Yields the server's URL; stops it afterwards. Artifacts are proxied by the server into ``folder``."""
+def mlflow_server(folder: Path, *, auth: bool = False, artifacts: str | None = None, extra_args: tuple[str, ...] = (),
+                  env: dict[str, str] | None = None):
+    """Yields the server's URL; stops it afterwards.
+
+    auth: basic authentication (``env`` gives ``MLFLOW_FLASK_SERVER_SECRET_KEY`` and ``MLFLOW_AUTH_ADMIN_PASSWORD``,
+    or its own ``MLFLOW_AUTH_CONFIG_PATH``); ``extra_args`` naming ``--app-name basic-auth`` asks for it too.
+    artifacts: where the server puts artifacts (default ``folder/server-artifacts``; an ``s3://`` URI with
+    ``MLFLOW_S3_ENDPOINT_URL`` and the AWS keys in ``env`` or this process's environment for a bucket).
+    """
+    arguments = list(extra_args)
+    if "--app-name" in arguments and arguments[arguments.index("--app-name") + 1] == "basic-auth":
+        auth = True
+        del arguments[arguments.index("--app-name"):arguments.index("--app-name") + 2]
     port = free_port()
-    mlflow = Path(sys.executable).with_name("mlflow")
-    command = [
-        str(mlflow), "server", "--host", "127.0.0.1", "--port", str(port),
-        "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
-        "--artifacts-destination", str(folder / "server-artifacts"), "--workers", "1", *extra_args,
-    ]
+    environment = {**os.environ, **server_environment(folder, port, auth=auth, artifacts=artifacts), **(env or {})}
     log = open(folder / "mlflow-server.log", "wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    process = subprocess.Popen(["bash", str(START_SCRIPT), *arguments], stdout=log, stderr=subprocess.STDOUT,
+                               env=environment)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 120
