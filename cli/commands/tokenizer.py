@@ -36,6 +36,11 @@ def load_tokenizer(spec: str):
     path = Path(spec)
     if not path.exists():
         raise UserError(f"tokenizer {spec!r} not found; pass a tokenizer folder, a .gguf file or 'embedded'")
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        from vocadapt.components.input_files import read_json
+
+        read_json(path / "tokenizer.json", "tokenizer", "save the tokenizer again (save_pretrained) or pass another "
+                  "folder")  # a damaged file named with its line, not a bare JSON error
     try:
         if path.suffix == ".gguf":
             return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
@@ -78,6 +83,10 @@ def train_command(
     with user_errors(*BAD_INPUT):
         if bool(corpus) == (dataset is not None):
             raise UserError("give either --corpus FILE... or --dataset PATH (exactly one of them)")
+        if kind not in training.KINDS:
+            raise UserError(f"--kind {kind!r} is not a tokenizer kind; choose one of {', '.join(training.KINDS)}")
+        if out.exists() and any(out.iterdir()) and not overwrite:
+            raise UserError(f"--out {out} exists and is not empty; choose another --out or pass --overwrite")
         options = dict(kind=kind, vocab_size=vocab_size, min_frequency=min_frequency, max_lines=max_lines,
                        seed=seed, special_tokens=special_token or None, overwrite=overwrite,
                        like=load_tokenizer(like) if like else None,

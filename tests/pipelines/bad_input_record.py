@@ -9,8 +9,11 @@ from pathlib import Path
 
 
 def _shorten(text: str, world_root: Path, cwd: Path) -> str:
-    """Temporary paths become ``WORLD/`` and ``./`` so the table reads the same on every machine."""
-    return text.replace(str(cwd) + "/", "./").replace(str(cwd), ".").replace(str(world_root) + "/", "")
+    """The case's folder becomes ``./``; the world's, the repository's and the home folder's paths are shortened,
+    so the table reads the same on every machine."""
+    repository = str(Path(__file__).resolve().parents[2])
+    text = text.replace(str(cwd) + "/", "./").replace(str(cwd), ".").replace(str(world_root) + "/", "")
+    return text.replace(repository + "/", "").replace(str(Path.home()), "~")
 
 
 def record_case(case: str, args: list[str], result, *, world_root: Path, cwd: Path) -> None:
