@@ -251,3 +251,27 @@ def test_embedded_options_resolve_to_the_built_files_or_name_the_fix(tmp_path):
         resolve_wechsel_options({}, "en", "de", _Assets(tmp_path, built))
     with pytest.raises(UserError, match="source_vectors: .*missing.bin does not exist"):
         resolve_wechsel_options({"source_vectors": str(tmp_path / "missing.bin")}, "en", "it", _Assets(tmp_path, built))
+
+
+def test_a_sweep_checks_wechsel_files_before_any_trial(tmp_path, monkeypatch):
+    """A sweep over WECHSEL's temperature resolves its files once per trial config; one naming it without files on a
+    machine without `vocadapt assets` stops before any trial, naming the command."""
+    from vocadapt.pipelines.adapt import resolve_methods
+    from vocadapt.pipelines.sweep import check_methods
+    from vocadapt.platform.sweeps import load_sweep_config, trial_experiment, validate_sweep
+
+    (tmp_path / "base.yaml").write_text(json.dumps({"name": "base", "target": {"language": "it"},
+                                                    "init": {"options": {"wechsel": FILES}}}))
+    (tmp_path / "sweep.yaml").write_text("name: s\nbase: base.yaml\nsearch_space:\n  init.methods: {grid: [wechsel]}\n"
+                                         "  init.options.wechsel.temperature: {grid: [0.05, 0.1]}\n")
+    sweep = load_sweep_config(tmp_path / "sweep.yaml")
+    check_methods(sweep)
+    trials = [trial_experiment(sweep.base_tree(), combination) for combination in validate_sweep(sweep)]
+    options = [resolve_methods(trial)["wechsel"].options for trial in trials]
+    assert [o["temperature"] for o in options] == [0.05, 0.1] and all(o["dictionary"] == FILES["dictionary"]
+                                                                      for o in options)
+    (tmp_path / "base.yaml").write_text(json.dumps({"name": "base", "target": {"language": "it"}}))
+    (tmp_path / "bare.yaml").write_text("name: s\nbase: base.yaml\nsearch_space:\n  init.methods: {grid: [fvt, wechsel]}\n")
+    monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "empty-home"))
+    with pytest.raises(UserError, match="search_space.init.methods: .*run `vocadapt assets`"):
+        check_methods(load_sweep_config(tmp_path / "bare.yaml"))
