@@ -1,5 +1,10 @@
 """The model registry: registration with lineage, a file manifest and a model card; gated promotion; rollback.
 
+A registered version is an MLflow 3 LoggedModel: a pyfunc carrying the safetensors checkpoint (``mlflow_model.py``),
+so ``mlflow.pyfunc.load_model("models:/NAME@champion")`` and ``mlflow models serve`` work on it, and
+``vocadapt serve`` serves the same checkpoint with vLLM. Nothing is registered that fails the serve check
+(``serve_check.py``).
+
 Only aliases move (``candidate``, ``champion``), never the deprecated stages. Every promotion decision, accepted or
 refused, is written as tags on the model version, and the registered model keeps each alias's history in a tag, so
 ``rollback`` can move ``champion`` back to the version promoted before the current one.
@@ -24,6 +29,7 @@ from vocadapt.components.errors import UserError
 from vocadapt.platform.gates import (  # noqa: F401  (re-exported: the registry's public names)
     DEFAULT_BENCHMARK_MARGINS, GateResult, Margin, PromotionDecision, PromotionGates, evaluate_gates, gate_table,
 )
+from vocadapt.platform.tracking import redact_value
 
 MANIFEST = "vocadapt-manifest.json"
 MODEL_CARD = "model_card.md"
@@ -126,36 +132,69 @@ class Registered:
     version: int
     model_uri: str
     manifest_sha256: str
+    logged_model_id: str = ""
+
+
+SERVE_CHECK_FILE = "serve_check.json"
 
 
 def register_model(
     tracker, run_id: str, model_dir: Path, name: str, *, lineage: Mapping[str, Any], alias: str = "candidate",
-    metrics: Mapping[str, float] | None = None, gates: PromotionGates | None = None,
+    metrics: Mapping[str, float] | None = None, gates: PromotionGates | None = None, serving_venv: Path | None = None,
 ) -> Registered:
-    """Register a saved checkpoint as a new version of ``name`` with lineage tags, a manifest and a model card.
+    """Register a saved checkpoint as a new version of ``name``: an MLflow 3 LoggedModel (a pyfunc that carries the
+    checkpoint, ``platform/mlflow_model.py``) with its metrics and corpus linked, lineage tags, a manifest and a
+    model card.
 
     ``tracker`` is a ``platform.tracking.Tracker``; ``run_id`` the run that produced the model (its metrics and
-    its parent run's are what the promotion gates read). The manifest is written into ``model_dir`` first.
-    ``gates``, when given, are recorded on the version (tag ``vocadapt.promotion_gates``) for ``promote``.
+    its parent run's are what the promotion gates read). First the serve check (``platform/serve_check.py``): its
+    report is logged on the run (``serve_check.json``, tag ``vocadapt.serve_check``) either way, and a model that
+    fails it is not registered (NotServableError, naming each failed check). Then the manifest is written into
+    ``model_dir`` and the checkpoint is logged once, inside the MLflow model. ``gates``, when given, are recorded on
+    the version (tag ``vocadapt.promotion_gates``) for ``promote``.
     """
+    from vocadapt.platform.serve_check import check_servable, require
+
     missing = [key for key in REQUIRED_LINEAGE if not lineage.get(key)]
     if missing:
         raise UserError(f"cannot register {name}: lineage tags {missing} are missing; pass them in `lineage`")
+    check = check_servable(Path(model_dir), serving_venv=serving_venv)
+    tracker.log_dict(run_id, check.as_dict(), SERVE_CHECK_FILE)
+    tracker.set_tags(run_id, {"vocadapt.serve_check": "passed" if check.passed else "failed"})
+    require(check, name)
     manifest_sha = write_manifest(Path(model_dir))
-    model_uri = tracker.log_model_directory(run_id, Path(model_dir))
+    metrics = dict(metrics or collect_metrics(tracker.client, run_id))
+    safe_lineage = {key: str(redact_value(str(value))) for key, value in lineage.items()}
+    logged = _log_logged_model(tracker, run_id, Path(model_dir), safe_lineage, metrics)
     tags = {**lineage, "vocadapt.run_id": run_id, "vocadapt.manifest_sha256": manifest_sha,
-            "vocadapt.model_card": f"runs:/{run_id}/{MODEL_CARD}"}
+            "vocadapt.model_card": f"runs:/{run_id}/{MODEL_CARD}", "vocadapt.logged_model_id": logged.model_id,
+            "vocadapt.serve_check": check.summary()}
     if gates is not None:
         tags[GATES_TAG] = gates.model_dump_json(exclude_none=True)
     # The registry client is built here, on the tracker's URI: ``Tracker.client`` takes the process-wide registry
     # URI current when it was built, which may be another store's.
     registry = _registry_client(tracker.tracking_uri)
-    version = _create_version(registry, name, model_uri, run_id, tags, alias="")
-    card = model_card(name, version, tags, metrics or collect_metrics(tracker.client, run_id))
+    version = _create_version(registry, name, logged.model_uri, run_id, tags, alias="", model_id=logged.model_id)
+    card = model_card(name, version, tags, metrics)
     tracker.log_text(run_id, card, MODEL_CARD)
     if alias:  # moved last: the alias never points at a version whose files, tags or card are still missing
         registry.set_registered_model_alias(name, alias, str(version))
-    return Registered(name, version, model_uri, manifest_sha)
+    return Registered(name, version, logged.model_uri, manifest_sha, logged.model_id)
+
+
+def _log_logged_model(tracker, run_id: str, model_dir: Path, lineage: Mapping[str, str],
+                      metrics: Mapping[str, float]):
+    """The checkpoint as a LoggedModel of ``run_id``, its metrics linked to the corpora it was adapted on."""
+    from mlflow.data.code_dataset_source import CodeDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+
+    from vocadapt.platform.mlflow_model import log_checkpoint_model
+
+    corpus = lineage.get("vocadapt.corpus_sha256", "")
+    dataset = MetaDataset(CodeDatasetSource({"vocadapt.corpus_sha256": corpus}), name="corpora",
+                          digest=corpus[:16]) if corpus else None
+    return log_checkpoint_model(tracker.tracking_uri, run_id, model_dir, tags=dict(lineage), metrics=dict(metrics),
+                                dataset=dataset)
 
 
 def _registry_client(uri: str):
@@ -164,7 +203,8 @@ def _registry_client(uri: str):
     return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
-def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mapping[str, Any], alias: str) -> int:
+def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mapping[str, Any], alias: str,
+                    model_id: str | None = None) -> int:
     """Create the version, tag it, point ``alias`` at it.
 
     Lineage tags are checksums, names and commits, never secrets; they are written with only URI credentials
@@ -172,14 +212,12 @@ def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mappin
     """
     from mlflow.exceptions import MlflowException
 
-    from vocadapt.platform.tracking import redact_value
-
     try:
         client.create_registered_model(name)
     except MlflowException as error:
         if "RESOURCE_ALREADY_EXISTS" not in str(error.error_code):
             raise
-    version = client.create_model_version(name, model_uri, run_id=run_id)
+    version = client.create_model_version(name, model_uri, run_id=run_id, model_id=model_id)
     for key, value in tags.items():
         client.set_model_version_tag(name, version.version, key, str(redact_value(str(value))))
     if alias:
@@ -225,8 +263,10 @@ def model_card(name: str, version: int, tags: Mapping[str, Any], metrics: Mappin
         "",
         "## Use",
         "",
-        f"`vocadapt serve models:/{name}@champion` (once promoted) starts an OpenAI-compatible server. The files "
-        f"are pinned by `{MANIFEST}` (sha256 `{tags.get('vocadapt.manifest_sha256')}`).",
+        f"`vocadapt serve models:/{name}@champion` (once promoted) starts an OpenAI-compatible vLLM server; "
+        f"`mlflow models serve -m models:/{name}@champion --env-manager local` serves the MLflow model "
+        f"(`mlflow.pyfunc.load_model` loads it). The checkpoint is pinned by `{MANIFEST}` (sha256 "
+        f"`{tags.get('vocadapt.manifest_sha256')}`).",
         "",
     ]
     return "\n".join(lines)

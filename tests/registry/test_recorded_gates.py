@@ -4,10 +4,12 @@ overrides them."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from typer.testing import CliRunner
 
-from tests.registry.tiny_registry_world import GOOD_METRICS, credentials, lineage, log_adapted_runs
+from tests.registry.tiny_registry_world import GOOD_METRICS, build_tiny_model, credentials, lineage, log_adapted_runs
 from vocadapt.cli.app import app
 from vocadapt.platform.registry import GATES_TAG, PromotionGates
 
@@ -34,10 +36,11 @@ def versions(server, tmp_path_factory):
     from vocadapt.platform.tracking import Tracker
 
     tracker = Tracker(server, "recorded-gates")
+    tiny_model = build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
     registered = []
     for index, gates in enumerate((SWEEP_GATES, None, None)):
-        model_dir = tmp_path_factory.mktemp(f"model-{index}")
-        (model_dir / "weights.txt").write_text(str(index))
+        model_dir = tmp_path_factory.mktemp(f"model-{index}") / "model"  # registration refuses what would not serve
+        shutil.copytree(tiny_model, model_dir)
         _, child = log_adapted_runs(tracker, ENGLISH_GIVEN_UP)
         registered.append(register_model(tracker, child, model_dir, NAME, gates=gates,
                                          lineage={**lineage(), "vocadapt.sweep.name": "tiny-sweep"}))

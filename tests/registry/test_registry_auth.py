@@ -77,6 +77,7 @@ def test_anonymous_client_can_neither_register_nor_move_an_alias(server, version
 def test_registration_carries_lineage_manifest_and_model_card(server, versions, tmp_path):
     import mlflow
 
+    from vocadapt.platform.mlflow_model import checkpoint_dir
     from vocadapt.platform.registry import REQUIRED_LINEAGE, verify_model_files
 
     with credentials("admin", ADMIN_PASSWORD):
@@ -88,7 +89,7 @@ def test_registration_carries_lineage_manifest_and_model_card(server, versions, 
         card = mlflow.artifacts.load_text(f"runs:/{version.run_id}/model_card.md")
         assert f"# {NAME} version {versions[0].version}" in card and "bpb_target_after_lapt | 1.9000" in card
         local = mlflow.artifacts.download_artifacts(versions[0].model_uri, dst_path=str(tmp_path / "dl"))
-    files = verify_model_files(Path(local), version.tags["vocadapt.manifest_sha256"])
+    files = verify_model_files(checkpoint_dir(Path(local)), version.tags["vocadapt.manifest_sha256"])
     assert "model.safetensors" in files and "tokenizer.json" in files
 
 

@@ -4,17 +4,23 @@ as a previous champion, promoting the current champion again adds nothing, and a
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from tests.registry.tiny_registry_world import GOOD_METRICS, lineage, log_adapted_runs
+from tests.registry.tiny_registry_world import GOOD_METRICS, build_tiny_model, lineage, log_adapted_runs
 from vocadapt.components.errors import UserError
 
 NAME = "history-model"
 
 
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
 @pytest.fixture()
-def registry(tmp_path):
+def registry(tmp_path, tiny_model):
     import mlflow
 
     from vocadapt.platform.registry import register_model
@@ -24,9 +30,8 @@ def registry(tmp_path):
     tracker = Tracker(uri, "history", artifact_root=tmp_path / "artifacts")
     worse = {"parent": GOOD_METRICS["parent"], "child": {**GOOD_METRICS["child"], "bpb_source_after_lapt": 9.0}}
     for index, metrics in enumerate([GOOD_METRICS] * 3 + [worse]):
-        model_dir = tmp_path / f"model-{index}"
-        model_dir.mkdir()
-        (model_dir / "weights.txt").write_text(str(index))
+        model_dir = tmp_path / f"model-{index}"  # a real checkpoint: registration refuses what would not serve
+        shutil.copytree(tiny_model, model_dir)
         _, child = log_adapted_runs(tracker, metrics)
         register_model(tracker, child, model_dir, NAME, lineage=lineage())
     return mlflow.tracking.MlflowClient(uri, registry_uri=uri)

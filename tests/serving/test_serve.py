@@ -38,6 +38,7 @@ def registry(store, tiny_model, tmp_path):
     """A fresh version of the tiny model, promoted to champion; returns (uri, stored artifact folder)."""
     import mlflow
 
+    from vocadapt.platform.mlflow_model import checkpoint_dir
     from vocadapt.platform.registry import promote, register_model
 
     uri, tracker, folder = store
@@ -45,8 +46,11 @@ def registry(store, tiny_model, tmp_path):
     shutil.copytree(tiny_model, model_dir)
     _, child = log_adapted_runs(tracker)
     registered = register_model(tracker, child, model_dir, NAME, lineage=lineage())
-    assert promote(mlflow.tracking.MlflowClient(uri, registry_uri=uri), NAME, registered.version).accepted
-    stored = folder / "artifacts" / "serving-tests" / child / "artifacts" / "model"
+    client = mlflow.tracking.MlflowClient(uri, registry_uri=uri)
+    assert promote(client, NAME, registered.version).accepted
+    # the checkpoint as stored: inside the MLflow model (a LoggedModel) the version points at
+    logged = client.get_logged_model(registered.logged_model_id)
+    stored = checkpoint_dir(Path(logged.artifact_location.removeprefix("file://")))
     assert (stored / "model.safetensors").is_file()
     return uri, stored
 

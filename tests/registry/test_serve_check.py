@@ -1,0 +1,147 @@
+"""The check before registering: a checkpoint that would not serve as trained is refused, with the reason printed
+and logged on its run, and no registered version exists.
+
+Broken checkpoints are built from the tiny model: a tokenizer larger than the embedding (phantom ids), a config whose
+vocabulary disagrees with the rows, a head that is not what the config says, and a tokenizer whose transformers
+decode rewrites text that a server streams unchanged. The vLLM half of the decode check runs where the serving
+environment exists (`python -m vocadapt.platform.evaluation.serving`); elsewhere it is reported as skipped, and a
+test checks that it is never reported as passed there.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.registry.tiny_registry_world import build_tiny_model, lineage, log_adapted_runs
+
+NAME = "vocadapt-it-checked"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model")
+
+
+def _copy(tiny_model: Path, tmp_path: Path) -> Path:
+    return shutil.copytree(tiny_model, tmp_path / "model")
+
+
+def _edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**data, **changes}), encoding="utf-8")
+
+
+def _fewer_rows(model_dir: Path, rows: int) -> None:
+    """The tokenizer keeps its 300 ids; the embedding (and config.vocab_size) shrink to ``rows``."""
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(model_dir, use_safetensors=True)
+    model.resize_token_embeddings(rows)
+    model.save_pretrained(model_dir)
+
+
+def _untie(model_dir: Path, *, keep_head: bool, different: bool = False) -> None:
+    """Rewrite the weights with an ``lm_head.weight`` (equal to the embeddings or not) or without one."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model_dir / "model.safetensors")
+    if keep_head:
+        head = weights["model.embed_tokens.weight"].clone()
+        weights["lm_head.weight"] = head + 1.0 if different else head
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_the_tiny_model_passes_and_every_check_is_reported(tiny_model, tmp_path):
+    from vocadapt.platform.serve_check import check_servable
+
+    report = check_servable(_copy(tiny_model, tmp_path))
+    statuses = {finding.check: finding.status for finding in report.findings}
+    assert report.passed, report.findings
+    assert statuses["embedding rows"] == statuses["token ids"] == statuses["head"] == "pass"
+    assert statuses["decode (streamed, tokenizers)"] == "pass"
+    assert statuses["decode (vLLM)"] in ("pass", "skipped")
+
+
+def test_without_the_serving_environment_the_vllm_half_is_skipped_not_passed(tiny_model, tmp_path):
+    from vocadapt.platform.serve_check import check_servable
+
+    report = check_servable(_copy(tiny_model, tmp_path), serving_venv=tmp_path / "no-such-venv")
+    vllm = next(finding for finding in report.findings if finding.check == "decode (vLLM)")
+    assert vllm.status == "skipped" and "no vLLM serving environment" in vllm.detail
+    assert report.passed
+
+
+@pytest.mark.parametrize("breakage, check, message", [
+    (lambda d: _fewer_rows(d, 280), "token ids", "20 tokenizer ids have no embedding row (ids >= 280"),
+    (lambda d: _edit_json(d / "config.json", vocab_size=320), "embedding rows",
+     "has 300 rows but config.vocab_size is 320"),
+    (lambda d: _edit_json(d / "config.json", eos_token_id=300), "token ids",
+     "config.json eos_token_id = 300 has no embedding row"),
+    (lambda d: (_edit_json(d / "config.json", tie_word_embeddings=False), _untie(d, keep_head=False)), "head",
+     "tie_word_embeddings is false but no lm_head.weight"),
+    (lambda d: _untie(d, keep_head=True, different=True), "head", "lm_head.weight differs from"),
+    (lambda d: _edit_json(d / "tokenizer_config.json", clean_up_tokenization_spaces=True,
+                          clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output=True),
+     "decode (streamed, tokenizers)", "virgola, punto."),
+], ids=["tokenizer larger than the embedding", "config vocabulary larger than the rows", "phantom eos id",
+        "untied without a head", "tied with a different head", "decode rewrites spaces"])
+def test_a_broken_checkpoint_fails_its_check(tiny_model, tmp_path, breakage, check, message):
+    from vocadapt.platform.serve_check import check_servable
+
+    model_dir = _copy(tiny_model, tmp_path)
+    breakage(model_dir)
+    report = check_servable(model_dir, vllm=False)
+    failed = {finding.check: finding.detail for finding in report.failures}
+    assert not report.passed and check in failed, report.findings
+    assert message in failed[check]
+
+
+def test_an_untied_head_stored_as_the_config_says_passes(tiny_model, tmp_path):
+    from vocadapt.platform.serve_check import check_servable
+
+    model_dir = _copy(tiny_model, tmp_path)
+    _edit_json(model_dir / "config.json", tie_word_embeddings=False)
+    _untie(model_dir, keep_head=True, different=True)
+    head = next(finding for finding in check_servable(model_dir, vllm=False).findings if finding.check == "head")
+    assert head.status == "pass" and "untied" in head.detail
+
+
+def test_registration_refuses_a_model_that_would_not_serve(tiny_model, tmp_path, capsys):
+    """Tokenizer larger than the embedding: no registered model or version, no LoggedModel; the reason is printed
+    (as the CLI prints a user error: one `error:` line, exit 2) and logged on the run."""
+    import typer
+    from mlflow import MlflowClient
+
+    from tests.mlflow_server import mlflow_server
+    from tests.registry.tiny_registry_world import credentials
+    from vocadapt.cli.errors import user_errors
+    from vocadapt.platform.registry import SERVE_CHECK_FILE, register_model
+    from vocadapt.platform.tracking import Tracker
+
+    model_dir = _copy(tiny_model, tmp_path)
+    _fewer_rows(model_dir, 280)
+    with credentials(None, None), mlflow_server(tmp_path) as url:
+        tracker = Tracker(url, "serve-check-tests")
+        _, child = log_adapted_runs(tracker)
+        with pytest.raises(typer.Exit) as stopped, user_errors():
+            register_model(tracker, child, model_dir, NAME, lineage=lineage())
+        assert stopped.value.exit_code == 2
+        err = capsys.readouterr().err
+        printed = " ".join(err[err.index("error:"):].split())  # after the loaders' progress bars
+        assert f"error: {NAME} is not registered" in printed
+        assert "token ids: 20 tokenizer ids have no embedding row" in printed and "Traceback" not in printed
+
+        client = MlflowClient(url, registry_uri=url)
+        assert client.search_registered_models() == []
+        assert client.search_model_versions(f"name = '{NAME}'") == []
+        assert client.search_logged_models([tracker.experiment_id]) == []
+        assert client.get_run(child).data.tags["vocadapt.serve_check"] == "failed"
+        logged = client.download_artifacts(child, SERVE_CHECK_FILE, str(tmp_path))
+        record = json.loads(Path(logged).read_text(encoding="utf-8"))
+    assert record["passed"] is False
+    assert [f["check"] for f in record["findings"] if f["status"] == "fail"] == ["token ids"]
+    assert not (model_dir / "vocadapt-manifest.json").exists()  # nothing was written for the refused model
