@@ -148,8 +148,10 @@ def resolve_model(reference: str, tracking_uri: str, download_dir: Path) -> Reso
         raise UserError(f"--model {reference}: not found in the registry at {tracking_uri} ({error}); list "
                         "models with `mlflow models` or check MLFLOW_TRACKING_URI") from error
     shutil.rmtree(download_dir, ignore_errors=True)
-    local = Path(download_artifacts(artifact_uri=version.source, dst_path=str(download_dir),
-                                    tracking_uri=tracking_uri))
+    from vocadapt.platform.mlflow_model import checkpoint_dir
+
+    local = checkpoint_dir(Path(download_artifacts(artifact_uri=version.source, dst_path=str(download_dir),
+                                                   tracking_uri=tracking_uri)))  # inside the version's MLflow model
     lineage = {key: value for key, value in version.tags.items() if key.startswith("vocadapt.")}
     lineage |= {"vocadapt.registered_model": name, "vocadapt.model_version": str(version.version),
                 "vocadapt.model_alias": selector or "", "vocadapt.model_uri": reference,
