@@ -275,3 +275,20 @@ def test_a_sweep_checks_wechsel_files_before_any_trial(tmp_path, monkeypatch):
     monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "empty-home"))
     with pytest.raises(UserError, match="search_space.init.methods: .*run `vocadapt assets`"):
         check_methods(load_sweep_config(tmp_path / "bare.yaml"))
+
+
+def test_without_apt_the_dictionary_is_recorded_missing_with_the_reason(tmp_path, monkeypatch):
+    """No apt-get (or no network): the build records why, and resolving 'embedded' then names the fix."""
+    from rich.console import Console
+
+    from vocadapt.platform import asset_builders
+    from vocadapt.platform.word_vectors import build_dictionary, resolve_wechsel_options
+
+    monkeypatch.setattr(asset_builders.shutil, "which", lambda name: None)
+    entry = build_dictionary("it", tmp_path / "downloads", tmp_path / "work", Console(quiet=True))
+    assert "file" not in entry and "apt-get or dpkg-deb is not available" in entry["missing"]
+    assert "dict-freedict-eng-ita" in entry["missing"] and "dict-freedict-ita-eng" in entry["missing"]
+    assert "knows no FreeDict" in build_dictionary("xx", tmp_path, tmp_path, Console(quiet=True))["missing"]
+    manifest = {"word_vectors": {"en": {"file": "en.bin"}, "it": {"file": "it.bin"}}, "dictionaries": {"en-it": entry}}
+    with pytest.raises(UserError, match="apt-get or dpkg-deb is not available.*apt-get update.*init.options.wechsel"):
+        resolve_wechsel_options({}, "en", "it", _Assets(tmp_path, manifest))
