@@ -204,8 +204,10 @@ def test_mlproject_adapt_entry_point_passes_overwrite_only_when_asked(monkeypatc
     assert commands == [["adapt", "x.yaml", "--set", "name=a", *(["--overwrite"] if passed else [])]]
 
 
-def test_registry_alias_moves_after_the_version_is_fully_logged(tmp_path, monkeypatch):
+def test_registry_alias_moves_after_the_version_is_fully_logged(tmp_path, monkeypatch, tiny_model):
     """The alias is the last registry write: when it moves, the version's tags and model card already exist."""
+    import shutil
+
     import mlflow
 
     from vocadapt.platform import registry
@@ -213,10 +215,7 @@ def test_registry_alias_moves_after_the_version_is_fully_logged(tmp_path, monkey
 
     monkeypatch.chdir(tmp_path)
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "alias-order")
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    (model_dir / "config.json").write_text("{}")
-    (model_dir / "model.safetensors").write_bytes(b"weights")
+    model_dir = shutil.copytree(tiny_model, tmp_path / "model")  # a real checkpoint: the registry refuses others
     writes = []
     real_client = registry._registry_client
 
