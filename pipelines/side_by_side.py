@@ -1,0 +1,130 @@
+"""A small benchmark scored in memory, the same way for the source model and every adapted model, side by side.
+
+What ``adapt`` logs so the registry's promotion gates can judge the promise (same quality, fewer tokens), and what
+``benchmarks/recovery.py`` measures along training:
+
+- ``benchmark.side_by_side_cloze_<lang>.acc_bytes``: Italian cloze (the true second half of a held-out paragraph
+  among three others), byte-normalised log-likelihood (:mod:`components.evaluation.cloze_scoring`);
+- ``benchmark.side_by_side_translation_en_<lang>.chrf``: greedy one-shot en->target translation of held-out
+  parallel pairs, SAVA's prompt, chrF (sacrebleu);
+- ``generation.tokens_per_character`` and ``generation.percent_generated_new`` (%Gen) of those translations, which
+  are target-language text (without parallel text: greedy continuations of the cloze contexts, target-language
+  text too): what the "generated tokens per character" gate reads (counts, no clock);
+- ``bpb_ood_target`` / ``bpb_ood_source``: bits per byte on out-of-domain text (Debian fortunes), which no model
+  trained on (:mod:`platform.out_of_domain`).
+
+The source model's values carry the ``source_model.`` prefix. Items are built once from held-out data and a seed:
+same data and seed, same items.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vocadapt.components.evaluation.cloze import ClozeItem, build_cloze_items
+from vocadapt.components.evaluation.prompts import first_line, translation_prompt
+
+CLOZE_TASK = "side_by_side_cloze_{lang}"
+TRANSLATION_TASK = "side_by_side_translation_{source}_{target}"
+
+
+@dataclass
+class SideBySideItems:
+    """What every model is scored on."""
+
+    language: str
+    source_language: str
+    cloze: list[ClozeItem]
+    translation: list[dict[str, str]]  # {"prompt", "reference"}: source_language -> language
+    out_of_domain: dict[str, list[str]] = field(default_factory=dict)  # {"target": [...], "source": [...]}
+    max_new_tokens: int = 48
+    max_length: int = 128
+    batch_size: int = 8
+
+
+def build_items(*, language: str, source_language: str, documents: list[str], parallel_test: Path | None,
+                parallel_shots: Path | None, items: int, seed: int, out_of_domain: dict[str, list[str]] | None = None,
+                max_new_tokens: int = 48, max_length: int = 128, batch_size: int = 8) -> SideBySideItems:
+    """Cloze items from ``documents`` (held-out target text) and one-shot translation prompts from the parallel
+    files (JSON lines with both language codes; none: no translation task)."""
+    cloze = build_cloze_items(documents, n_items=items, n_choices=4, min_words=8, seed=seed,
+                              key_prefix=f"{language}-held-out")
+    translation = []
+    if parallel_test is not None and parallel_shots is not None:
+        pairs = [row for row in _jsonl(parallel_test) if row.get(language, "").strip() and row.get(source_language)]
+        shots = _jsonl(parallel_shots)
+        rng = random.Random(seed)
+        chosen = sorted(rng.sample(range(len(pairs)), min(items, len(pairs))))
+        shot = rng.sample(shots, 1)
+        translation = [{"prompt": translation_prompt(pairs[i][source_language], source_language, language, shot),
+                        "reference": pairs[i][language]} for i in chosen]
+    return SideBySideItems(language, source_language, cloze, translation, dict(out_of_domain or {}), max_new_tokens,
+                           max_length, batch_size)
+
+
+def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None, prefix: str = "") -> dict[str, float]:
+    """Every measure of the module doc for one model, named with ``prefix`` (``source_model.`` for the source)."""
+    from vocadapt.components.evaluation.cloze_scoring import score_cloze
+    from vocadapt.components.evaluation.efficiency import generation_efficiency
+    from vocadapt.components.evaluation.text_scores import chrf
+    from vocadapt.components.metrics.bits_per_byte import bits_per_byte
+    from vocadapt.platform.evaluation.generation import TransformersBackend
+
+    metrics = {}
+    if items.cloze:
+        cloze = score_cloze(model, tokenizer, items.cloze, batch_size=items.batch_size)
+        metrics[f"benchmark.{CLOZE_TASK.format(lang=items.language)}.acc_bytes"] = cloze["acc_bytes"]
+    if items.translation:
+        task = TRANSLATION_TASK.format(source=items.source_language, target=items.language)
+        backend = TransformersBackend(model, tokenizer, batch_size=items.batch_size)
+        record = backend.generate([item["prompt"] for item in items.translation],
+                                  max_new_tokens=items.max_new_tokens)
+        metrics[f"benchmark.{task}.chrf"] = chrf([first_line(text) for text in record.texts],
+                                                 [item["reference"] for item in items.translation])
+    else:  # no parallel text: the model continues the cloze contexts, target-language text too
+        backend = TransformersBackend(model, tokenizer, batch_size=items.batch_size)
+        record = backend.generate([item.context for item in items.cloze], max_new_tokens=items.max_new_tokens)
+    report = generation_efficiency(record, new_token_ids)
+    metrics["generation.tokens_per_character"] = report["tokens_per_character"]
+    if "percent_generated_new" in report:
+        metrics["generation.percent_generated_new"] = report["percent_generated_new"]
+    for stream, documents in items.out_of_domain.items():
+        metrics[f"bpb_ood_{stream}"] = bits_per_byte(model, tokenizer, documents, max_length=items.max_length,
+                                                     batch_size=items.batch_size)
+    return {f"{prefix}{key}": value for key, value in metrics.items()}
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def items_for_config(config, inputs) -> SideBySideItems | None:
+    """The items an ``adapt`` run scores (None with ``evaluation.side_by_side_items: 0``): cloze from the target
+    validation text, translation from the embedded parallel test split (one shot from its validation split) when
+    the corpora are the embedded ones, out-of-domain text where Debian has fortunes in both languages."""
+    from vocadapt.platform.out_of_domain import SOURCES, out_of_domain_documents
+    from vocadapt.platform.sources import read_documents
+
+    evaluation = config.evaluation
+    if evaluation.side_by_side_items == 0:
+        return None
+    language, english = config.target.language, config.target.source_language
+    documents = read_documents(inputs.target_validation)
+    parallel_test = parallel_shots = None
+    if inputs.embedded and config.corpus.train == "embedded":
+        from vocadapt.platform.assets import load_assets
+
+        assets = load_assets(languages=(language,))
+        parallel_test, parallel_shots = assets.parallel(language, "test"), assets.parallel(language, "validation")
+    out_of_domain = {}
+    if evaluation.out_of_domain and language in SOURCES and english in SOURCES:
+        out_of_domain = {stream: out_of_domain_documents(lang, limit=evaluation.max_documents, seed=config.seed)
+                         for stream, lang in (("target", language), ("source", english))}
+    return build_items(language=language, source_language=english, documents=documents,
+                       parallel_test=parallel_test, parallel_shots=parallel_shots,
+                       items=evaluation.side_by_side_items, seed=config.seed, out_of_domain=out_of_domain,
+                       max_new_tokens=evaluation.max_new_tokens, max_length=evaluation.max_length,
+                       batch_size=evaluation.batch_size)

@@ -1,0 +1,98 @@
+"""Out-of-domain held-out text: Debian's fortune cookies, a source no vocadapt model trains on.
+
+A held-out split of the training corpora (LibreOffice help, Bibles) flatters an adapted model: a few LAPT steps on
+help pages and verses teach their style, and the held-out paragraphs share it. Quality claims must also hold on text
+from elsewhere. Debian's ``fortunes-it`` (quotes, jokes, definitions, "leggi di Murphy") and ``fortunes`` (English
+quotes and sayings, the inoffensive set) are prose of another register and era, reachable offline through
+``apt-get download`` like the other embedded text.
+
+``out_of_domain_documents(lang)`` returns up to ``limit`` cookies (attribution lines dropped, one paragraph each, at
+least ``min_words`` words, labelled as the language by fastText's lid), in a seeded order; the files are built once
+under ``<vocadapt home>/out-of-domain/<lang>.txt``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from vocadapt.components.errors import UserError
+from vocadapt.platform.asset_builders import _apt_download, _cached_deb
+from vocadapt.platform.assets import vocadapt_home
+
+# package, folder under usr/share/games/fortunes, the cookie files read (prose; no ASCII art, no banners)
+SOURCES = {
+    "it": ("fortunes-it", "it", ("italia", "computer", "definizioni", "leggi", "norm", "formiche", "luttazzi",
+                                 "paolotedeschi", "zuse", "adams", "itatrek", "luke")),
+    "en": ("fortunes", "", ("wisdom", "people", "work", "education", "science", "humorists", "politics", "law",
+                            "love", "medicine", "pets", "food", "sports", "platitudes", "literature", "miscellaneous")),
+}
+_ATTRIBUTION = re.compile(r"^\s*(--|—)\s")
+
+
+def out_of_domain_documents(lang: str, *, limit: int = 256, min_words: int = 8, seed: int = 0,
+                            home: Path | None = None) -> list[str]:
+    """Up to ``limit`` out-of-domain paragraphs in ``lang`` (see the module doc); UserError when unavailable."""
+    path = out_of_domain_file(lang, home=home)
+    documents = [line for line in path.read_text(encoding="utf-8").splitlines() if len(line.split()) >= min_words]
+    random.Random(seed).shuffle(documents)
+    return documents[:limit]
+
+
+def out_of_domain_file(lang: str, *, home: Path | None = None) -> Path:
+    """``<home>/out-of-domain/<lang>.txt``, built from the Debian package on first use."""
+    if lang not in SOURCES:
+        raise UserError(f"no out-of-domain text for {lang!r}: vocadapt knows Debian fortunes for "
+                        f"{', '.join(sorted(SOURCES))}; set evaluation.out_of_domain: false for other languages")
+    home = home or vocadapt_home()
+    target = home / "out-of-domain" / f"{lang}.txt"
+    if target.is_file():
+        return target
+    package, folder, files = SOURCES[lang]
+    debs = home / "downloads" / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    if _cached_deb(debs, package) is None:
+        problem = _apt_download([package], debs)
+        if problem:
+            raise UserError(f"could not download the Debian package {package} for out-of-domain {lang} text "
+                            f"({problem}): run `apt-get update` with network, or set evaluation.out_of_domain: false")
+    with tempfile.TemporaryDirectory(dir=debs) as scratch:
+        subprocess.run(["dpkg-deb", "-x", str(_cached_deb(debs, package)), scratch], check=True, capture_output=True)
+        root = Path(scratch, "usr", "share", "games", "fortunes", folder)
+        cookies = [cookie for name in files if (root / name).is_file() for cookie in _cookies(root / name)]
+    cookies = _in_language(list(dict.fromkeys(cookies)), lang)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_suffix(".tmp")
+    staging.write_text("".join(f"{cookie}\n" for cookie in cookies), encoding="utf-8")
+    os.replace(staging, target)
+    return target
+
+
+def _cookies(path: Path) -> list[str]:
+    """Each cookie of a fortune file as one line: attribution lines dropped, whitespace collapsed."""
+    utf8 = path.with_name(path.name + ".u8")
+    raw = utf8.read_bytes() if utf8.is_file() else path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    cookies = []
+    for block in re.split(r"\n%\n", text.replace("\r\n", "\n")):
+        lines = [line for line in block.splitlines() if line.strip() and not _ATTRIBUTION.match(line)]
+        cookie = " ".join(" ".join(lines).split())
+        if cookie and cookie != "%":
+            cookies.append(cookie)
+    return cookies
+
+
+def _in_language(cookies: list[str], lang: str) -> list[str]:
+    """The cookies fastText's lid labels as ``lang`` (Italian fortunes quote English and dialect too)."""
+    from vocadapt.components.language_id import fasttext_label, identify_languages
+
+    labels = identify_languages(cookies)
+    wanted = fasttext_label(lang)
+    return [cookie for cookie, label in zip(cookies, labels) if label == wanted]
