@@ -31,6 +31,7 @@ from vocadapt.components.initializers._common import SIMILARITY_CHUNK_ROWS, Role
 # The value of the three file options that the platform replaces with the files `vocadapt assets` builds.
 EMBEDDED = "embedded"
 _NEIGHBOURS = RoleSharedCache()
+SIMILARITY_FLOATS = 1 << 26
 
 
 def token_words(tokenizer: Any, count: int) -> list[str]:
@@ -99,15 +100,18 @@ def nearest_source_tokens(queries: torch.Tensor, keys: torch.Tensor, neighbors: 
                           ) -> tuple[torch.Tensor, torch.Tensor]:
     """For each query, the ``neighbors`` keys of largest cosine and their softmax(cosine / temperature) weights.
 
-    queries: (N, d); keys: (V, d); both L2-normalised here. Returns indices (N, k) int64 and weights (N, k) float64.
+    queries: (N, d); keys: (V, d); both L2-normalised here, similarities in float32. Returns indices (N, k) int64 and
+    weights (N, k) float32. Queries go in chunks whose (chunk, V) similarities stay under 2^26 floats (256 MB: 512
+    queries against a 128K-token source vocabulary).
     """
     k = min(neighbors, keys.shape[0])
-    unit_keys = torch.nn.functional.normalize(keys, dim=1)
+    unit_keys = torch.nn.functional.normalize(keys.float(), dim=1)
     indices = torch.zeros(queries.shape[0], k, dtype=torch.long)
-    weights = torch.zeros(queries.shape[0], k, dtype=torch.float64)
-    for start in range(0, queries.shape[0], SIMILARITY_CHUNK_ROWS):
-        chunk = slice(start, start + SIMILARITY_CHUNK_ROWS)
-        similarity = torch.nn.functional.normalize(queries[chunk], dim=1) @ unit_keys.T
+    weights = torch.zeros(queries.shape[0], k, dtype=torch.float32)
+    rows = max(1, min(SIMILARITY_CHUNK_ROWS, SIMILARITY_FLOATS // max(1, keys.shape[0])))
+    for start in range(0, queries.shape[0], rows):
+        chunk = slice(start, start + rows)
+        similarity = torch.nn.functional.normalize(queries[chunk].float(), dim=1) @ unit_keys.T
         top = torch.topk(similarity, k, dim=1)
         indices[chunk], weights[chunk] = top.indices, torch.softmax(top.values / temperature, dim=1)
     return indices, weights
@@ -207,7 +211,7 @@ def wechsel(
     indices, weights, has_vector = _NEIGHBOURS.get((problem.source_tokenizer, problem.target_tokenizer), key, compute)
     rows = torch.empty(len(problem.new_target_ids), hidden, dtype=torch.float32)
     rows[has_vector] = torch.nn.functional.embedding_bag(
-        indices, problem.source_matrix.float(), per_sample_weights=weights.float(), mode="sum")
+        indices, problem.source_matrix.float(), per_sample_weights=weights, mode="sum")
     if not bool(has_vector.all()):
         rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)
     return rows
