@@ -96,6 +96,7 @@ def log_checkpoint_model(tracking_uri: str, run_id: str, checkpoint: Path, *, ta
                                             model_type="vocadapt-causal-lm")
         with warnings.catch_warnings():  # an input example would load the checkpoint (7B: minutes) only to log it
             warnings.filterwarnings("ignore", message=".*input example was not provided.*")
+            warnings.filterwarnings("ignore", message=".*Add type hints to the `predict` method.*")  # see predict
             Model.log(artifact_path=None, name="model", flavor=mlflow.pyfunc, run_id=run_id, model_id=logged.model_id,
                       python_model=str(ENTRY), artifacts={CHECKPOINT: str(checkpoint)}, signature=signature(),
                       pip_requirements=pip_requirements())

@@ -1,5 +1,6 @@
 """A tiny trainable standing in for the adapt pipeline in sweep tests: a byte-unigram language model trained by
-full-batch gradient descent, scored in bits per byte on held-out text. Seconds, numpy only.
+full-batch gradient descent, scored in bits per byte on held-out text. Seconds, numpy only; the checkpoint a trial
+leaves is the registry tests' tiny Llama (the best trial's is registered, and registration checks that it serves).
 
 Methods: ``fvt`` starts uniform (8 bits per byte), ``random`` starts from wide random logits (far worse), ``broken``
 always raises, ``flaky`` raises while the file FAIL_FLAKY exists in the sweep folder (for the resume test),
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.registry.tiny_registry_world import build_tiny_model
 from vocadapt.platform.sweeps import METRIC, TrialOutcome
 
 TRAIN = ("La città di Roma è la capitale d'Italia. Il gatto dorme sul divano mentre fuori piove. " * 20).encode()
@@ -50,8 +52,8 @@ def tiny_objective(config, trial) -> TrialOutcome:
                 trial.report({METRIC: bpb})
         model_dir = Path(config.output_dir) / config.name / "model"
         model_dir.mkdir(parents=True, exist_ok=True)
+        build_tiny_model(model_dir)  # a real checkpoint: the registry refuses a folder that would not serve
         np.save(model_dir / "logits.npy", logits)
-        (model_dir / "tokenizer.json").write_text('{"bytes": 256}', encoding="utf-8")
     lineage = {"vocadapt.source_model": "tiny-unigram", "vocadapt.tokenizer_sha256": "00" * 32,
                "vocadapt.corpus_sha256": "11" * 32, "vocadapt.git_commit": "test", "vocadapt.method": method,
                "vocadapt.target_language": "it"}
