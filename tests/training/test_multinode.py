@@ -1,0 +1,268 @@
+"""A multi-node Ray cluster on one machine loses a node in the middle of LAPT, and the run resumes.
+
+A head and two worker nodes are started with ``ray start`` (separate processes, node ids and temp folders); each
+worker node offers one ``vocadapt_lapt_node`` resource, so the two LAPT workers (DeepSpeed ZeRO-2 on gloo) land on
+different nodes. Checkpoints go to a real S3 endpoint (moto's server) and metrics to a real MLflow server over
+HTTP. After the step-2 checkpoint is registered, rank 1's node is killed whole (its ``ray start`` process group:
+raylet and workers); a replacement node is started, Ray Train restarts the group there and every worker resumes
+from the step-2 checkpoint in the bucket. The loss curve equals an uninterrupted run's on the same cluster, and
+the one MLflow run holds each step once. ``infra/README.md`` shows the same steps on a real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.mlflow_server import free_port, mlflow_server
+from tests.s3_server import object_keys, s3_server
+from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
+
+pytestmark = pytest.mark.timeout(600)
+
+BIN = Path(sys.executable).parent
+BUCKET = "vocadapt"
+NODE_RESOURCE = "vocadapt_lapt_node"
+
+
+class Cluster:
+    """``ray start`` processes, each in its own process group (ended by killing that group: ``ray stop`` would end
+    every Ray instance on the machine, others' too)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.port, self.nodes = folder, free_port(), {}
+        # Token authentication off: the nodes are this test's own, on one machine (Ray 2.59+ turns it on by default
+        # and a worker node started by `ray start --address` does not send the head's token unless told to). Ray's
+        # memory monitor off: it reads the whole machine's memory, and on a shared machine it killed these tiny
+        # workers for what other processes used (22.75 of 23.54 GB, seen once).
+        self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
+                    "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "RAY_AUTH_MODE": "disabled",
+                    "RAY_memory_monitor_refresh_ms": "0"}
+        self.env.pop("RAY_ADDRESS", None)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, name: str, *args: str) -> None:
+        temp = Path("/tmp") / f"vm{os.getpid()}{name}"  # short: Ray's socket paths must fit in 107 bytes
+        where = ["--head", "--port", str(self.port), "--include-dashboard", "false"] if name == "head" else [
+            "--address", self.address]
+        log = open(self.folder / f"{name}.log", "w")
+        process = subprocess.Popen(
+            [str(BIN / "ray"), "start", "--block", "--node-ip-address", "127.0.0.1", "--temp-dir", str(temp),
+             "--disable-usage-stats", *where, *args],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.nodes[name] = (process, log, temp)
+
+    def start_worker(self, name: str) -> None:
+        self.start(name, "--num-cpus", "1", "--resources", json.dumps({NODE_RESOURCE: 1, f"node_{name}": 1}))
+
+    def kill(self, name: str) -> None:
+        process, log, temp = self.nodes.pop(name)
+        for sig in (signal.SIGKILL,):  # a node lost, not a node shut down
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                pass
+        process.wait()
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+    def node_of(self, name: str) -> str:
+        import ray
+
+        return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and f"node_{name}" in n["Resources"])
+
+    def wait_for(self, names: list[str], timeout: float = 120) -> None:
+        import ray
+
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            alive = {key for n in ray.nodes() if n["Alive"] for key in n["Resources"]}
+            if all(f"node_{name}" in alive for name in names):
+                return
+            for name, (process, _, _) in self.nodes.items():
+                assert process.poll() is None, f"ray start for {name} exited: {(self.folder / f'{name}.log').read_text()}"
+            time.sleep(0.5)
+        pytest.fail(f"nodes {names} did not join in {timeout} s")
+
+    def stop(self) -> None:
+        for name in list(self.nodes):
+            process, log, temp = self.nodes.pop(name)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(1)
+            log.close()
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    """The S3 endpoint and the MLflow server (started before the nodes, which inherit the AWS variables)."""
+    folder = tmp_path_factory.mktemp("services")
+    with s3_server(folder, buckets=(BUCKET,)) as endpoint, mlflow_server(folder) as tracking_uri:
+        yield endpoint, tracking_uri
+
+
+@pytest.fixture(scope="module")
+def cluster(services, tmp_path_factory):
+    import ray
+
+    if ray.is_initialized():  # an earlier module's in-process cluster: this module drives its own
+        ray.shutdown()
+    nodes = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        nodes.start("head", "--num-cpus", "1")
+        time.sleep(3)
+        nodes.start_worker("a")
+        nodes.start_worker("b")
+        ray.init(address=nodes.address, include_dashboard=False, log_to_driver=False)
+        nodes.wait_for(["a", "b"])
+        yield nodes
+    finally:
+        ray.shutdown()
+        nodes.stop()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multinode-world")
+    tokenizer = make_tokenizer()
+    make_model(len(tokenizer)).save_pretrained(root / "model")
+    tokenizer.save_pretrained(root / "model")
+    (root / "it.txt").write_text("\n".join(ITALIAN * 4), encoding="utf-8")
+    (root / "en.txt").write_text("\n".join(ENGLISH * 4), encoding="utf-8")
+    return root
+
+
+def _plan(world: Path, name: str, tracking_uri: str, run_id: str):
+    from vocadapt.platform.ray_train import plan_lapt
+
+    settings = dict(max_steps=6, batch_size=2, sequence_length=16, learning_rate=1e-2, warmup_steps=1, num_workers=2,
+                    checkpoint_every=2, log_every=1, eval_every=6, max_failures=2,
+                    deepspeed={"enabled": True, "zero_stage": 2})
+    return plan_lapt(world / "model", world / "model", settings, target_files=[world / "it.txt"],
+                     source_files=[world / "en.txt"], eval_documents={"target": ITALIAN[:2]},
+                     output_dir=world / name, run_name=name, storage_path=f"s3://{BUCKET}/multinode",
+                     tracking_uri=tracking_uri, mlflow_run_id=run_id, worker_resources={NODE_RESOURCE: 1})
+
+
+def _train_loop(attempts: str, doomed: str, run_uri: str):
+    """The production train loop, recording each worker's node and the checkpoint it starts from; rank 1 of the
+    first attempt, after step 3, waits until the controller has registered the step-2 checkpoint (its snapshot in
+    the bucket names it), writes ``doomed`` with its node id and sleeps until its node is killed. A closure, so
+    Ray's cloudpickle sends it by value."""
+
+    def train_loop(config: dict) -> None:
+        import json
+        import time
+        from pathlib import Path
+
+        import ray
+        import ray.train
+
+        from vocadapt.components import training
+        from vocadapt.platform.ray_train import lapt_worker
+        from vocadapt.platform.storage import locate
+
+        rank = ray.train.get_context().get_world_rank()
+        checkpoint = ray.train.get_checkpoint()
+        node = ray.get_runtime_context().get_node_id()
+        with open(attempts, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"rank": rank, "node": node, "checkpoint": checkpoint.path if checkpoint else None})
+                      + "\n")
+        train_lapt = training.train_lapt
+
+        def waiting_train_lapt(*args, step_hook, **kwargs):
+            def hook(done: int, metrics: dict) -> None:
+                step_hook(done, metrics)
+                if rank == 1 and done == 3 and not Path(doomed).exists():
+                    snapshot = locate(run_uri) / "checkpoint_manager_snapshot.json"
+                    for _ in range(600):
+                        if snapshot.is_file() and "step-000002" in snapshot.read_text():
+                            break
+                        time.sleep(0.2)
+                    Path(doomed).write_text(node, encoding="utf-8")
+                    time.sleep(300)  # the test kills this node
+
+            return train_lapt(*args, step_hook=hook, **kwargs)
+
+        training.train_lapt = waiting_train_lapt
+        try:
+            lapt_worker(config)
+        finally:
+            training.train_lapt = train_lapt
+
+    return train_loop
+
+
+def _kill_the_doomed_node(cluster: Cluster, doomed: Path, killed: list[str]) -> threading.Thread:
+    """In the background: when ``doomed`` appears, kill the node it names and start a replacement node."""
+
+    def watch() -> None:
+        for _ in range(3000):
+            if doomed.exists() and doomed.read_text(encoding="utf-8"):
+                node = doomed.read_text(encoding="utf-8")
+                name = next(n for n in ("a", "b") if n in cluster.nodes and cluster.node_of(n) == node)
+                cluster.kill(name)
+                killed.append(name)
+                cluster.start_worker("c")
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_lapt_survives_losing_a_node_and_resumes_from_the_s3_checkpoint(services, cluster, world, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from vocadapt.platform.ray_train import fit_lapt, lapt_worker
+
+    endpoint, tracking_uri = services
+    client = MlflowClient(tracking_uri)
+    experiment = client.create_experiment("multinode")
+    straight_run = client.create_run(experiment).info.run_id
+    straight = fit_lapt(lapt_worker, _plan(world, "straight", tracking_uri, straight_run))
+
+    run_id = client.create_run(experiment).info.run_id
+    attempts, doomed, killed = tmp_path / "attempts.jsonl", tmp_path / "doomed", []
+    watcher = _kill_the_doomed_node(cluster, doomed, killed)
+    plan = _plan(world, "node-lost", tracking_uri, run_id)
+    resumed = fit_lapt(_train_loop(str(attempts), str(doomed), f"s3://{BUCKET}/multinode/node-lost"), plan)
+    watcher.join(timeout=5)
+
+    records = [json.loads(line) for line in attempts.read_text(encoding="utf-8").splitlines()]
+    first, second = records[:2], records[2:]
+    assert killed and len(second) == 2, records
+    assert len({r["node"] for r in first}) == 2  # the two workers ran on two nodes
+    lost = doomed.read_text(encoding="utf-8")
+    assert lost in {r["node"] for r in first} and lost not in {r["node"] for r in second}
+    assert all(r["checkpoint"] is None for r in first)
+    # resumed from the step-2 checkpoint, read from the bucket (a path on the S3 filesystem, not a local folder)
+    assert all(r["checkpoint"] == f"{BUCKET}/multinode/node-lost/step-000002" for r in second), second
+
+    assert [step for step, _ in resumed.series("loss")] == [1, 2, 3, 4, 5, 6]
+    for (_, a), (_, b) in zip(straight.series("loss"), resumed.series("loss")):
+        assert a == pytest.approx(b, abs=1e-5)
+    logged = [m.step for m in client.get_metric_history(run_id, "lapt_loss")]
+    assert sorted(logged) == [1, 2, 3, 4, 5, 6]  # one MLflow run, no step twice
+    for metric in client.get_metric_history(run_id, "lapt_loss"):
+        assert metric.value == pytest.approx(dict(straight.series("loss"))[metric.step], abs=1e-5)
+    keys = object_keys(endpoint, BUCKET, "multinode/node-lost/")  # the newest checkpoints are kept, in the bucket
+    assert any(re.search(r"/step-\d{6}/", key) for key in keys) and any("/final/model/" in key for key in keys), keys
