@@ -38,6 +38,7 @@ PARTIAL_OUTPUTS = {
     "init": "the half-written --out was removed (it is written under a temporary name)",
     "tokenizer": "the half-written --out was removed (it is written under a temporary name)",
     "sweep": "finished trials' results were kept; `vocadapt sweep --resume` continues it",
+    "evaluate": "its temporary work folder was removed (a --work-dir you gave keeps what was written so far)",
     "config": "nothing was written",
     "fertility": "nothing was written",
     "params": "nothing was written",

@@ -107,16 +107,21 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
                                   "vocadapt.evaluation_commit": git_commit()}
     if request.compare_to:
         lineage["vocadapt.compared_to"] = str(request.compare_to)
-    with tracker.run(f"evaluate/{suite.name}/{_short_name(resolved)}", tags=lineage) as run:
-        run_id = run.info.run_id
-        tracker.log_params(run_id, {"suite": suite.name, "model": request.model, **_flat_suite(suite)})
-        with measure_energy("evaluation", country_iso_code=request.country_iso_code,
-                            enabled=request.energy) as reading:
-            metrics = _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console)
-        energy = EnergyLedger(request.country_iso_code)
-        energy.add(reading)
-        log_energy(tracker, run_id, energy)
-        tracker.log_dict(run_id, {"metrics": metrics, "lineage": lineage}, "evaluation.json")
+    try:  # a temporary work folder does not outlive a run that failed or was interrupted
+        with tracker.run(f"evaluate/{suite.name}/{_short_name(resolved)}", tags=lineage) as run:
+            run_id = run.info.run_id
+            tracker.log_params(run_id, {"suite": suite.name, "model": request.model, **_flat_suite(suite)})
+            with measure_energy("evaluation", country_iso_code=request.country_iso_code,
+                                enabled=request.energy) as reading:
+                metrics = _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console)
+            energy = EnergyLedger(request.country_iso_code)
+            energy.add(reading)
+            log_energy(tracker, run_id, energy)
+            tracker.log_dict(run_id, {"metrics": metrics, "lineage": lineage}, "evaluation.json")
+    except BaseException:
+        if request.work_dir is None:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        raise
     if resolved.version_run_id:
         _log_to_version_run(tracker, resolved.version_run_id, metrics)
     _print_summary(metrics, console)

@@ -84,7 +84,7 @@ def train_command(
         if bool(corpus) == (dataset is not None):
             raise UserError("give either --corpus FILE... or --dataset PATH (exactly one of them)")
         if kind not in training.KINDS:
-            raise UserError(f"--kind {kind!r} is not a tokenizer kind; choose one of {', '.join(training.KINDS)}")
+            raise UserError(f"--kind {kind!r}: unknown tokenizer kind; choose one of {', '.join(training.KINDS)}")
         if out.exists() and any(out.iterdir()) and not overwrite:
             raise UserError(f"--out {out} exists and is not empty; choose another --out or pass --overwrite")
         options = dict(kind=kind, vocab_size=vocab_size, min_frequency=min_frequency, max_lines=max_lines,

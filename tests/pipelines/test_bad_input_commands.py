@@ -388,3 +388,52 @@ def test_internal_error_writes_the_traceback_to_a_log_and_prints_one_line(world,
     text = logs[0].read_text()
     assert "Traceback" in text and "RuntimeError: an internal failure" in text and "SECRET" not in text
     assert "internal error" in result.output and "RuntimeError" in result.output
+
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_in_init_removes_the_half_written_out(world, tmp_path, monkeypatch):
+    """Interrupted once the staging folder holds the new shard: no --out and no staging folder are left."""
+    from vocadapt.components.surgery import checkpoint
+
+    monkeypatch.setattr(checkpoint, "_copy_side_files", _interrupt)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, cli(*INIT, "--method", "fvt")(world, tmp_path), catch_exceptions=False)
+    assert result.exit_code == 130, result.output
+    assert "interrupted: `vocadapt init` stopped" in " ".join(result.output.split())
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_in_tokenizer_train_writes_nothing(world, tmp_path, monkeypatch):
+    from vocadapt.components.tokenizers import train
+
+    monkeypatch.setattr(train, "wrap_fast", _interrupt)  # after training, before the folder is written
+    monkeypatch.chdir(tmp_path)
+    args = cli(*TRAIN, "--vocab-size", "260", "--corpus", "{w.small}")(world, tmp_path)
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 130, result.output
+    assert "interrupted: `vocadapt tokenizer` stopped" in " ".join(result.output.split())
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_in_evaluate_marks_its_run_killed_and_removes_its_temporary_folder(world, tmp_path, monkeypatch):
+    import tempfile
+
+    from vocadapt.pipelines import evaluate
+
+    monkeypatch.setattr(evaluate, "_evaluate_all", _interrupt)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temporary"))
+    (tmp_path / "temporary").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+    args = ["evaluate", "--model", str(world.model), "--no-energy", "--experiment", "interrupted",
+            "--data", f"it={world.corpora['it.validation']}", "--data", f"en={world.corpora['en.validation']}",
+            "--data", f"it-en={world.corpora['it-en.validation']}",
+            "--data", f"it-en-shots={world.corpora['it-en.train']}"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 130, result.output
+    assert list(_runs(tmp_path / "mlflow.db").values()) == ["KILLED"]
+    assert "interrupted: `vocadapt evaluate` stopped" in " ".join(result.output.split())
+    assert not list((tmp_path / "temporary").iterdir())
