@@ -95,6 +95,8 @@ def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
     assert metrics["corpus.expectations_evaluated"] == metrics["corpus.expectations_passed"] == 20
     assert all(metrics[f"corpus.{name.replace(' ', '_')}.expectations_passed"] == 5 for name in corpora_checked)
 
+    from vocadapt.platform.mlflow_model import checkpoint_dir
+
     name, version = report["registered"]
     registered = client.get_model_version_by_alias(name, "candidate")
     assert int(registered.version) == version
@@ -105,7 +107,8 @@ def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
         assert tags.get(key), key
     local = mlflow.artifacts.download_artifacts(f"models:/{name}@candidate", dst_path=str(tmp_path / "dl"),
                                                 tracking_uri=url)
-    assert (Path(local) / "model.safetensors").exists() or list(Path(local).glob("*.safetensors"))
+    assert (Path(local) / "MLmodel").is_file()  # an MLflow model, carrying the checkpoint
+    assert list(checkpoint_dir(Path(local)).glob("*.safetensors"))
     assert not list(Path(local).rglob("*.bin")) and not list(Path(local).rglob("*.pkl"))
     out = Path(report["output_dir"])
     assert out.is_dir() and not list(out.parent.glob(".*staging"))
