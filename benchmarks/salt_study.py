@@ -12,7 +12,8 @@ neighbours' source rows with coefficients that need not sum to one. The grid var
 - ``temperature``: divides the cosine similarities before sparsemax (higher keeps more neighbours);
 - ``intercept``: a constant helper coordinate (as a multiple of the anchors' RMS norm), which makes the map affine.
 
-Same tokenizer, helper and documents as ``benchmarks/init_quality.py`` (its ``--work`` cache is reused).
+Same tokenizer, helper and documents as the earlier ``benchmarks/init_quality.py`` (now
+``benchmarks/quality_inputs.py``; its ``--work`` cache is reused).
 
     python benchmarks/salt_study.py [--work /tmp/vocadapt-init-quality] [--ridge ...] [--intercept ...]
         [--max-neighbours ...] [--temperature ...] [--documents 16] [--offset 0] [--json salt.json]
@@ -29,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-QUALITY = Path(__file__).with_name("init_quality.py")
+QUALITY = Path(__file__).with_name("quality_inputs.py")
 
 
 def _quality_module():
