@@ -41,11 +41,15 @@ def worker_progress(rank: int, total_steps: int):
 @contextmanager
 def follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
     """A tqdm bar in the driver that follows rank 0's progress file while ``fit`` runs (worker output stays in
-    Ray's logs). The file is on rank 0's node: a multi-node run shows it where the storage path is shared."""
+    Ray's logs, whose folder is printed first). The file is on rank 0's node: a multi-node run shows it where the
+    storage path is shared."""
     import threading
 
     from tqdm import tqdm
 
+    from vocadapt.platform.ray_train import ray_logs_dir  # here, not at the top: ray_train imports this module
+
+    print(f"  Ray's own output (controller, workers): {ray_logs_dir()}", flush=True)
     bar, done = tqdm(total=total_steps, desc="LAPT", unit="step"), threading.Event()
 
     def poll() -> None:

@@ -33,5 +33,6 @@ def test_a_lapt_run_prints_progress_and_errors_but_not_rays_noise(tmp_path):
     assert "=== trained 4 steps" in console
     assert "LAPT" in console and "4/4" in console, console  # the driver's progress bar reached the last step
     assert "the worker broke on purpose" in console and "worker-*.err" in console  # the error and its logs
+    assert console.count("Ray's own output (controller, workers): ") == 2  # where the logs are, as each run starts
     assert not [line for line in lines if "Failed to query" in line or "(pid=" in line or "core_worker" in line]
     assert len(lines) <= MAX_LINES, f"{len(lines)} console lines:\n{console}"
