@@ -119,8 +119,9 @@ def _text_config(model_dir: Path):
 def _special_ids(model_dir: Path, config, tokenizer) -> dict[str, int]:
     """Every special id the server may emit or stop on: the tokenizer's, config.json's, generation_config.json's."""
     ids: dict[str, int] = {}
-    for source, values in (("config.json", config.to_dict()), ("generation_config.json", _json(model_dir /
-                                                                                              "generation_config.json"))):
+    generation = _json(model_dir / "generation_config.json")
+    sources = (("config.json", config.to_dict()), ("generation_config.json", generation))
+    for source, values in sources:
         for key in SPECIAL_CONFIG_KEYS:
             value = values.get(key)
             for index, item in enumerate(value if isinstance(value, list) else [value]):
