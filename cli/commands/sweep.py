@@ -7,11 +7,8 @@ from typing import Optional
 
 import typer
 
-from vocadapt.cli.errors import user_errors
-
+from vocadapt.cli.errors import EXIT_INTERRUPTED, user_errors
 from vocadapt.components.errors import UserError
-
-EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C
 
 
 def register(app: typer.Typer) -> None:
