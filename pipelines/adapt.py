@@ -39,6 +39,7 @@ class MethodOutcome:
     bits_per_byte: dict[str, float] = field(default_factory=dict)
     lapt: dict[str, Any] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
+    side_by_side: dict[str, float] = field(default_factory=dict)  # pipelines/side_by_side.py's metrics
 
     def score(self) -> float:
         """Lower is better: target bits per byte after LAPT when it ran, else zero-shot."""
@@ -56,6 +57,8 @@ class AdaptResult:
     methods: list[MethodOutcome]
     best: MethodOutcome
     registered: tuple[str, int] | None
+    source_side_by_side: dict[str, float] = field(default_factory=dict)  # source_model.* of the side-by-side run
+    parent_metrics: dict[str, float] = field(default_factory=dict)  # what the parent run logged (gates read it)
 
 
 def run_adapt(
@@ -127,6 +130,9 @@ def _run(
         "vocadapt.git_commit": git_commit(),
         "vocadapt.corpus_sha256": sha256_files(list(inputs.corpus_files)),
     }
+    from vocadapt.pipelines.side_by_side import items_for_config
+
+    side_by_side = items_for_config(config, inputs)  # may download out-of-domain text: before any run opens
     with tracker.run(config.name, parent_run_id=parent_run_id, tags=lineage) as parent:
         parent_id = parent.info.run_id
         # every stage's energy, the children's included: logged on the parent as per-stage sums and the total
@@ -181,6 +187,8 @@ def _run(
                     config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
         energy.add(reading)
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
+        source_side_by_side = _score_source_side_by_side(config, side_by_side, source_model, source_tokenizer,
+                                                         tracker, parent_id, energy, console)
 
         with _measure(config, "init") as reading:  # a helper (fastText) is part of initialising the new rows
             if not config.init.helper or not any(method.needs_helper for method in methods.values()):
@@ -198,6 +206,7 @@ def _run(
                 outcome = _adapt_one_method(
                     config, inputs, tracker, child.info.run_id, methods[method], source_model, source_tokenizer,
                     target_tokenizer, replacement, held_out, workdir, console, on_metrics, helper, energy,
+                    side_by_side,
                 )
             outcomes.append(outcome)
         del source_model
@@ -212,9 +221,10 @@ def _run(
             registered = _register(config, tracker, best, lineage | {"vocadapt.tokenizer_sha256": tokenizer_sha},
                                    parent_id)
         _drop_other_models(outcomes, best)
+    parent_metrics = _flatten_fertility(fertility) | {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
     return AdaptResult(
         parent_id, tracker.experiment_id, tracker.tracking_uri, workdir, fertility, source_bpb, outcomes, best,
-        registered,
+        registered, source_side_by_side, parent_metrics | source_side_by_side,
     )
 
 
@@ -423,7 +433,7 @@ def continue_pretraining(
 def _adapt_one_method(
     config, inputs, tracker, run_id, initializer: ConfiguredInitializer, source_model, source_tokenizer,
     target_tokenizer, replacement, held_out, workdir: Path, console, on_metrics=None, helper=None,
-    energy: EnergyLedger | None = None,
+    energy: EnergyLedger | None = None, side_by_side=None,
 ) -> MethodOutcome:
     """One method on its child run; its stages' energy is logged there and added to ``energy``, the parent's."""
     from vocadapt.platform.model_loading import strip_custom_code
@@ -470,9 +480,40 @@ def _adapt_one_method(
         outcome.bits_per_byte.update(after)
         tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
         shutil.rmtree(initial_dir, ignore_errors=True)
+    if side_by_side is not None:
+        with _measure(config, "evaluation") as reading:
+            outcome.side_by_side = _score_side_by_side(outcome.model_dir, source_tokenizer, side_by_side)
+        account(reading)
+        tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
     log_energy(tracker, run_id, method_energy)
     console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
     return outcome
+
+
+def _score_source_side_by_side(config, items, source_model, source_tokenizer, tracker, parent_id, energy, console):
+    """The source model's scores on the side-by-side benchmark (``source_model.*`` on the parent run, where the
+    promotion gates read them); {} when ``evaluation.side_by_side_items`` is 0."""
+    from vocadapt.pipelines.side_by_side import score_model
+
+    if items is None:
+        return {}
+    with _measure(config, "evaluation") as reading:
+        scores = score_model(source_model, source_tokenizer, items, prefix="source_model.")
+    energy.add(reading)
+    tracker.log_metrics(parent_id, scores)
+    console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
+                                                 for k, v in scores.items()), highlight=False)
+    return scores
+
+
+def _score_side_by_side(model_dir: Path, source_tokenizer, items) -> dict[str, float]:
+    """A method's final model on the side-by-side benchmark; %Gen counts the tokens the source vocabulary lacks."""
+    from vocadapt.components.tokenizers.overlap import new_token_ids
+    from vocadapt.pipelines.side_by_side import score_model
+    from vocadapt.platform.model_loading import load_model
+
+    model, tokenizer = load_model(Path(model_dir), what="adapted model")
+    return score_model(model, tokenizer, items, new_token_ids=new_token_ids(source_tokenizer, tokenizer))
 
 
 def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:

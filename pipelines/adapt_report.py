@@ -50,9 +50,12 @@ def print_summary(result: AdaptResult, config: ExperimentConfig, console: Consol
     before, after = result.fertility[source_key][measure], result.fertility[target_key][measure]
     console.print(f"{language} fertility: {before:.3f} -> {after:.3f} {measure.replace('_', ' ')} "
                   f"({1 - after / before:.1%} lower)")
+    if result.source_side_by_side:
+        print_side_by_side(result, config, console)
     if result.registered:
         name, version = result.registered
         console.print(f"registered [bold]{name}[/] version {version} with alias [bold]candidate[/]")
+        print_gate_preview(result, config, console)
     console.print(f"outputs: {result.output_dir}")
     console.print(f"MLflow: run `mlflow ui --backend-store-uri {result.tracking_uri}` and open http://127.0.0.1:5000"
                   if result.tracking_uri.startswith("sqlite") else f"MLflow: {result.tracking_uri}")
@@ -71,3 +74,55 @@ def summary_json(result: AdaptResult) -> str:
         },
         indent=2,
     )
+
+
+# (metric key without prefix, column title, digits)
+SIDE_BY_SIDE_COLUMNS = (
+    ("benchmark.side_by_side_cloze_{lang}.acc_bytes", "cloze {lang}", 3),
+    ("benchmark.side_by_side_translation_{english}_{lang}.chrf", "chrF {english}->{lang}", 1),
+    ("generation.tokens_per_character", "tokens/char", 3),
+    ("generation.percent_generated_new", "%Gen", 1),
+    ("bpb_ood_target", "{lang} OOD bpb", 3),
+    ("bpb_ood_source", "{english} OOD bpb", 3),
+)
+
+
+def print_side_by_side(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
+    """The side-by-side benchmark (pipelines/side_by_side.py): the source model and every method's final model."""
+    from rich.table import Table
+
+    names = {"lang": config.target.language, "english": config.target.source_language}
+    columns = [(key.format(**names), title.format(**names), digits) for key, title, digits in SIDE_BY_SIDE_COLUMNS]
+    columns = [column for column in columns
+               if f"source_model.{column[0]}" in result.source_side_by_side
+               or any(column[0] in outcome.side_by_side for outcome in result.methods)]
+    table = Table(title=f"Side by side, {config.evaluation.side_by_side_items} items (tokens/char: of the "
+                  f"{names['lang']} it generates; OOD: out-of-domain text, Debian fortunes)")
+    table.add_column("model")
+    for _, title, _ in columns:
+        table.add_column(title, justify="right")
+
+    def cells(metrics: dict[str, float], prefix: str = "") -> list[str]:
+        return [f"{metrics[prefix + key]:.{digits}f}" if prefix + key in metrics else "-"
+                for key, _, digits in columns]
+
+    table.add_row("source model", *cells(result.source_side_by_side, "source_model."))
+    for outcome in result.methods:
+        table.add_row(outcome.method, *cells(outcome.side_by_side))
+    console.print(table)
+
+
+def print_gate_preview(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
+    """The default promotion gates on the registered candidate's metrics, as `vocadapt promote` will judge them."""
+    from vocadapt.platform.gates import PromotionDecision, PromotionGates, evaluate_gates, gate_table
+
+    best = result.best
+    metrics = dict(result.parent_metrics)
+    metrics |= {f"bpb_{key}": value for key, value in best.bits_per_byte.items()} | best.side_by_side
+    name, version = result.registered
+    decision = PromotionDecision(name, version, "champion", evaluate_gates(metrics, PromotionGates(),
+                                                                           config.target.language))
+    console.print(gate_table(decision))
+    verdict = "passes every default gate" if decision.accepted else "fails a default gate (above)"
+    console.print(f"candidate {best.method} {verdict}; promote with `vocadapt promote {name} --version {version} --to champion`",
+                  highlight=False)

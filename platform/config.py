@@ -123,6 +123,19 @@ class EvaluationSection(_Section):
     max_documents: int = Field(200, ge=1, description="Held-out documents per language for bits per byte.")
     max_length: int = Field(256, ge=16, description="Longest sequence, in tokens, scored at once.")
     batch_size: int = Field(8, ge=1, description="Sequences per forward pass.")
+    side_by_side_items: int = Field(
+        24, ge=0, description="Items of the side-by-side benchmark scored for the source model and every method "
+        "(pipelines/side_by_side.py): target-language cloze (acc_bytes) and, with the embedded parallel corpora, "
+        "one-shot translation into the target language (chrF, and the tokens per character and %Gen of what the "
+        "model generates, which the promotion gates read). 0: skip it (the benchmark and generation gates then "
+        "have nothing to read)."
+    )
+    max_new_tokens: int = Field(48, ge=1, description="Longest greedy generation of the side-by-side benchmark.")
+    out_of_domain: bool = Field(
+        True, description="Also score bits per byte on out-of-domain text that no model trains on (Debian's "
+        "fortunes, downloaded once; Italian and English): a held-out split of the training corpora flatters an "
+        "adapted model. Metrics bpb_ood_target / bpb_ood_source."
+    )
 
 
 class TrackingSection(_Section):

@@ -76,7 +76,10 @@ def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
         assert {"bpb_target_zero_shot", "bpb_source_zero_shot", "bpb_target_after_lapt"} <= set(child.data.metrics)
         history = client.get_metric_history(child.info.run_id, "lapt_loss")
         assert len(history) >= 1
+        # the side-by-side benchmark on each method's final model, what the promotion gates read
+        assert 0 <= child.data.metrics["benchmark.side_by_side_cloze_it.acc_bytes"] <= 1
     metrics = parent.data.metrics
+    assert 0 <= metrics["source_model.benchmark.side_by_side_cloze_it.acc_bytes"] <= 1
     assert metrics["fertility.target_tokenizer.it.tokens_per_word"] > 0
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"config.yaml", "fertility.json", "tokenizer", "corpus_checks"} <= artifacts
