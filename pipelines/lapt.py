@@ -14,6 +14,7 @@ from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy
 from vocadapt.platform.model_loading import check_teacher
 from vocadapt.platform.sources import read_documents, resolve_inputs
+from vocadapt.platform.storage import locate
 from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
         raise UserError(f"model {model_dir} is not a local folder; pass --model with a saved model folder "
                         "(run `vocadapt assets` for the embedded default)")
     teacher_dir = check_teacher(config.lapt, inputs.source_model)
+    if config.lapt.storage_path:  # a missing bucket or an unreachable store stops here, before the run exists
+        locate(config.lapt.storage_path, field="lapt.storage_path").check_reachable("lapt.storage_path")
     workdir = Path(config.output_dir) / config.name
     held_out = {"target": read_documents(inputs.target_validation, config.evaluation.max_documents),
                 "source": read_documents(inputs.source_validation, config.evaluation.max_documents)}

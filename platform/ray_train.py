@@ -218,8 +218,10 @@ _RESUMABLE_CHANGES = {"eval_every", "log_every", "checkpoint_every", "max_failur
                       "eval_max_length", "eval_batch_size", "enabled"}
 
 
-def _claim_run_name(run_folder: StorageLocation, loop_config: dict) -> None:
-    """Record what a run name trains; a rerun under the name with other inputs is refused, not silently resumed."""
+def _claim_run_name(run_folder: StorageLocation | Path, loop_config: dict) -> None:
+    """Record what a run name trains; a rerun under the name with other inputs is refused, not silently resumed.
+    The record sits beside the run's checkpoints (a local folder or object storage)."""
+    run_folder = locate(run_folder)
     settings = loop_config["settings"]
     settings = settings.model_dump(mode="json") if isinstance(settings, LaptSection) else settings
     identity = {
@@ -235,17 +237,13 @@ def _claim_run_name(run_folder: StorageLocation, loop_config: dict) -> None:
                           if previous.get("settings", {}).get(k) != identity["settings"].get(k))
         changed = [c for c in changed if c != "settings"]
         if changed:
+            parent = str(run_folder).rstrip("/").rsplit("/", 1)[0]  # credentials masked
             raise ConfigError(
-                f"a LAPT run named {run_folder.name!r} already exists in {_parent(run_folder)} with other inputs "
+                f"a LAPT run named {run_folder.name!r} already exists in {parent} with other inputs "
                 f"({', '.join(changed)}); rerunning a name resumes it, so choose a new run name or delete {run_folder}")
         return
     run_folder.mkdir()
     record.write_text(json.dumps(identity, indent=2))
-
-
-def _parent(run_folder: StorageLocation) -> str:
-    """The storage a run folder is in, for messages (credentials masked)."""
-    return str(run_folder).rstrip("/").rsplit("/", 1)[0]
 
 
 def _check_sources(files: dict[str, list[str]], datasets: dict, mixing: dict[str, float]) -> None:

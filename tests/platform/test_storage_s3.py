@@ -191,3 +191,39 @@ def test_a_sweep_keeps_its_state_and_cache_in_s3_and_resumes(s3, ray_cluster, tm
     resumed = run_sweep(sweep, objective=_recording_objective([]), resume=True)
     assert resumed.parent_run_id == result.parent_run_id
     assert sorted(r["status"] for r in resumed.rows) == ["FINISHED", "FINISHED"]
+
+
+def test_vocadapt_lapt_takes_an_s3_storage_path_and_refuses_a_missing_bucket_up_front(s3, ray_cluster, tmp_path,
+                                                                                     fixture_corpora, monkeypatch):
+    from mlflow.tracking import MlflowClient
+    from typer.testing import CliRunner
+
+    from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
+    from vocadapt.cli.app import app
+
+    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
+    model = build_source_model(tmp_path / "model", [corpora["en.train"]])
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+
+    def lapt(storage: str):
+        overrides = tiny_config_overrides(model, corpora, tmp_path, **{
+            "lapt.max_steps": "2", "lapt.batch_size": "2", "lapt.sequence_length": "16", "lapt.num_workers": "1",
+            "lapt.eval_every": "2", "lapt.checkpoint_every": "1", "tracking.energy": "false",
+            "evaluation.max_documents": "2", "lapt.storage_path": storage})
+        return CliRunner().invoke(app, ["lapt", "--model", str(model), *(a for o in overrides for a in ("--set", o))])
+
+    refused = lapt("s3://no-such-bucket/x")
+    assert refused.exit_code == 2 and "bucket 'no-such-bucket' does not exist" in refused.output, refused.output
+    assert "Traceback" not in refused.output
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tiny-e2e")
+    assert experiment is None or not client.search_runs([experiment.experiment_id])  # refused before any run
+
+    done = lapt(f"s3://{BUCKET}/cli")
+    assert done.exit_code == 0, done.output
+    keys = object_keys(s3, BUCKET, "cli/")
+    assert any(key.endswith("vocadapt_lapt_run.json") for key in keys)
+    assert any("/final/model/model.safetensors" in key for key in keys), keys
+    assert not (tmp_path / "s3:").exists()
