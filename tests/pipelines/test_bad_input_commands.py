@@ -308,6 +308,26 @@ def test_the_table_covers_every_command():
     assert commands - covered <= {"leaderboard"}, commands - covered  # leaderboard: added by another change
 
 
+# ---- good input passes the same checks
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_passes_the_preflight(path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["config", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_config_check_files_accepts_good_files_and_writes_nothing(world, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+    result = CliRunner().invoke(app, config("--check-files")(world, tmp_path), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "expectation suite" in result.output and "name: tiny" in result.output
+    assert not any(tmp_path.iterdir())
+
+
 # ---- Ctrl-C and internal errors
 
 
