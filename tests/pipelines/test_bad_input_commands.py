@@ -1,24 +1,15 @@
 """Every command refuses bad input the same way: exit code 2, one message naming the input (file, field or flag)
 and the fix, no traceback, and nothing left behind (no new file or folder, no MLflow run, no registry entry).
 
-One parametrised test over a table of cases (``CASES``), each a command line built on a tiny world shared by the
-module (a tiny model and tokenizer trained here, the committed corpus slices, and bad files: empty, Latin-1,
-broken JSON). Refusals happen before any work, so the whole table runs in seconds. ``bad_input_table.py`` prints
-the table (input, exit code, message) that README's "What vocadapt guarantees on bad input" shows.
-
-Also here: Ctrl-C (a real SIGINT to a real ``vocadapt adapt`` process, and a KeyboardInterrupt in-process) and an
-internal error (traceback in the log file, one line, exit 1).
+One parametrised test over a table of cases (``CASES``), each a command line built on the tiny world of
+``bad_input_world.py``. Refusals happen before any work, so the whole table runs in seconds. ``bad_input_table.py``
+prints the table (input, exit code, message) that README's "What vocadapt guarantees on bad input" shows. Good
+input passes the same checks (every shipped config, and the tiny world's files). Ctrl-C and internal errors:
+``test_bad_input_interrupts.py``.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -27,82 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.pipelines.bad_input_record import record_case
-from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
+from tests.pipelines.bad_input_world import INIT, TRAIN, World, adapt, cli, config, world  # noqa: F401 (fixture)
 from vocadapt.cli.app import app
 
 pytestmark = pytest.mark.timeout(600)
-
-FAST = {"init.methods": "[fvt]", "lapt.enabled": "false", "tracking.register_best": "false",
-        "tracking.energy": "false"}
-
-
-@dataclass(frozen=True)
-class World:
-    """Inputs shared by every case; they live outside the case's working folder."""
-
-    model: Path
-    target_tokenizer: Path
-    corpora: dict[str, Path]
-    empty: Path  # a text file with no text
-    latin1: Path  # Italian text whose line 3 holds a Latin-1 byte
-    small: Path  # 40 lines of one sentence: far fewer pieces than a 5,000-token vocabulary
-    bad_json: Path  # a config.json with a syntax error on line 2
-    no_model_type: Path  # a config.json without model_type
-    broken_tokenizer: Path  # a folder whose tokenizer.json is cut short
-    bad_yaml: Path  # an experiment config that is not YAML
-    misaligned: Path  # 3 lines, where the corpus has more
-    pickled: Path  # the tiny model with pytorch_model.bin instead of safetensors
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory, fixture_corpora) -> World:
-    root = tmp_path_factory.mktemp("bad-input-world")
-    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
-    model = build_source_model(root / "model", [corpora["en.train"]])
-    target = build_source_model(root / "target", [corpora["it.train"]], vocab_size=350)
-    (root / "empty.txt").write_text("\n\n", encoding="utf-8")
-    lines = [line.encode("utf-8") for line in corpora["it.train"].read_text(encoding="utf-8").splitlines()[:60]]
-    lines[2] += b" caff\xe8"  # 'caffe' with a Latin-1 grave accent: the one byte that is not UTF-8
-    (root / "latin1.txt").write_bytes(b"\n".join(lines))
-    (root / "small.txt").write_text("la casa è bella\n" * 40, encoding="utf-8")
-    (root / "bad.json").write_text('{"model_type": "llama",\n "hidden_size": }\n', encoding="utf-8")
-    (root / "no_type.json").write_text('{"hidden_size": 32}\n', encoding="utf-8")
-    broken = root / "broken-tokenizer"
-    shutil.copytree(target, broken)
-    (broken / "tokenizer.json").write_text('{"version": "1.0", "model": ', encoding="utf-8")
-    (root / "bad.yaml").write_text("name: [unclosed\n", encoding="utf-8")
-    (root / "misaligned.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
-    pickled = root / "pickled"
-    shutil.copytree(model, pickled)
-    for shard in pickled.glob("*.safetensors"):
-        shard.rename(shard.with_name("pytorch_model.bin"))  # never loaded: the name alone is refused
-    return World(model, target, corpora, root / "empty.txt", root / "latin1.txt", root / "small.txt",
-                 root / "bad.json", root / "no_type.json", broken, root / "bad.yaml", root / "misaligned.txt", pickled)
-
-
-def adapt(**extra: str) -> Callable[[World, Path], list[str]]:
-    """``vocadapt adapt`` on the tiny world with ``extra`` dotted overrides (values may name world files)."""
-
-    def build(w: World, cwd: Path) -> list[str]:
-        values = {key: value.format(w=w, cwd=cwd) for key, value in extra.items()}
-        overrides = tiny_config_overrides(w.model, w.corpora, cwd, **(FAST | values))
-        return ["adapt", *[arg for override in overrides for arg in ("--set", override)]]
-
-    return build
-
-
-def config(*args: str, **extra: str) -> Callable[[World, Path], list[str]]:
-    """``vocadapt config`` on the tiny world's config, like :func:`adapt`."""
-
-    def build(w: World, cwd: Path) -> list[str]:
-        return ["config", *[a.format(w=w, cwd=cwd) for a in args], *adapt(**extra)(w, cwd)[1:]]
-
-    return build
-
-
-def cli(*args: str) -> Callable[[World, Path], list[str]]:
-    """A command line whose ``{w.*}`` and ``{cwd}`` placeholders name the world's files and the case's folder."""
-    return lambda w, cwd: [arg.format(w=w, cwd=cwd) for arg in args]
 
 
 @dataclass(frozen=True)
@@ -122,8 +41,6 @@ def _existing_out(w: World, cwd: Path) -> None:
     (cwd / "out" / "keep.txt").write_text("mine")
 
 
-INIT = ("init", "--source-model", "{w.model}", "--target-tokenizer", "{w.target_tokenizer}", "--out", "{cwd}/out")
-TRAIN = ("tokenizer", "train", "--kind", "bytelevel-bpe", "--out", "{cwd}/out")
 EXPAND = ("tokenizer", "expand", "--source", "{w.model}", "--target", "{w.target_tokenizer}", "--out", "{cwd}/out")
 
 
@@ -329,131 +246,3 @@ def test_config_check_files_accepts_good_files_and_writes_nothing(world, tmp_pat
 
 
 # ---- Ctrl-C and internal errors
-
-
-def _runs(db: Path) -> dict[str, str]:
-    import mlflow
-
-    client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    return {run.info.run_name: run.info.status for run in client.search_runs(experiments)}
-
-
-def test_ctrl_c_in_adapt_marks_runs_killed_and_removes_the_partial_folder(world, tmp_path, monkeypatch):
-    from vocadapt.pipelines import adapt as adapt_pipeline
-
-    def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(adapt_pipeline, "_adapt_one_method", interrupted)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
-    result = CliRunner().invoke(app, adapt()(world, tmp_path), catch_exceptions=False)
-    assert result.exit_code == 130, result.output
-    assert _runs(tmp_path / "mlflow.db") == {"tiny": "KILLED", "tiny/fvt": "KILLED"}
-    output = " ".join(result.output.split())
-    assert "interrupted: `vocadapt adapt` stopped" in output and "KILLED" in output and "Kept" in output
-    assert not (tmp_path / "runs" / "tiny").exists() or not any((tmp_path / "runs" / "tiny").iterdir())
-
-
-SLOW_ADAPT = textwrap.dedent("""
-    import sys, time
-    from pathlib import Path
-    from vocadapt.pipelines import adapt
-
-    def slow(*args, **kwargs):  # the first method waits, so the signal arrives mid-run
-        Path(sys.argv[1]).write_text("started")
-        time.sleep(120)
-
-    adapt._adapt_one_method = slow
-    from vocadapt.cli.app import app
-    app(sys.argv[2:])
-""")
-
-
-def test_sigint_to_a_real_adapt_process(world, tmp_path):
-    """A real SIGINT to a real ``vocadapt adapt`` process (its first method made to wait): exit 130, the parent
-    and child runs KILLED, no output folder and no staging folder left."""
-    marker = tmp_path / "started"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": "", "PYTHONPATH": str(Path(__file__).parents[2])}
-    process = subprocess.Popen([sys.executable, "-c", SLOW_ADAPT, str(marker), *adapt()(world, tmp_path)],
-                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
-    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert marker.exists(), process.communicate()[0].decode()[-3000:]
-    process.send_signal(signal.SIGINT)
-    output = process.communicate(timeout=120)[0].decode()
-    assert process.returncode == 130, output[-3000:]
-    assert "Traceback" not in output
-    assert _runs(tmp_path / "mlflow.db") == {"tiny": "KILLED", "tiny/fvt": "KILLED"}
-    assert not (tmp_path / "runs" / "tiny").exists() or not any((tmp_path / "runs" / "tiny").iterdir())
-
-
-def test_internal_error_writes_the_traceback_to_a_log_and_prints_one_line(world, tmp_path, monkeypatch):
-    from vocadapt.components.tokenizers import params
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("an internal failure with s3://KEY:SECRET@bucket/x")
-
-    monkeypatch.setattr(params, "vocabulary_change", broken)
-    monkeypatch.setenv("VOCADAPT_HOME", str(tmp_path / "home"))
-    result = CliRunner().invoke(app, ["params", "--config", str(world.model), "--vocab-size", "100"],
-                                catch_exceptions=False)
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output and "SECRET" not in result.output
-    logs = list((tmp_path / "home" / "logs").glob("params-*.log"))
-    assert len(logs) == 1
-    assert str(logs[0]) in result.output
-    text = logs[0].read_text()
-    assert "Traceback" in text and "RuntimeError: an internal failure" in text and "SECRET" not in text
-    assert "internal error" in result.output and "RuntimeError" in result.output
-
-
-def _interrupt(*args, **kwargs):
-    raise KeyboardInterrupt
-
-
-def test_ctrl_c_in_init_removes_the_half_written_out(world, tmp_path, monkeypatch):
-    """Interrupted once the staging folder holds the new shard: no --out and no staging folder are left."""
-    from vocadapt.components.surgery import checkpoint
-
-    monkeypatch.setattr(checkpoint, "_copy_side_files", _interrupt)
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, cli(*INIT, "--method", "fvt")(world, tmp_path), catch_exceptions=False)
-    assert result.exit_code == 130, result.output
-    assert "interrupted: `vocadapt init` stopped" in " ".join(result.output.split())
-    assert sorted(path.name for path in tmp_path.iterdir()) == []
-
-
-def test_ctrl_c_in_tokenizer_train_writes_nothing(world, tmp_path, monkeypatch):
-    from vocadapt.components.tokenizers import train
-
-    monkeypatch.setattr(train, "wrap_fast", _interrupt)  # after training, before the folder is written
-    monkeypatch.chdir(tmp_path)
-    args = cli(*TRAIN, "--vocab-size", "260", "--corpus", "{w.small}")(world, tmp_path)
-    result = CliRunner().invoke(app, args, catch_exceptions=False)
-    assert result.exit_code == 130, result.output
-    assert "interrupted: `vocadapt tokenizer` stopped" in " ".join(result.output.split())
-    assert sorted(path.name for path in tmp_path.iterdir()) == []
-
-
-def test_ctrl_c_in_evaluate_marks_its_run_killed_and_removes_its_temporary_folder(world, tmp_path, monkeypatch):
-    import tempfile
-
-    from vocadapt.pipelines import evaluate
-
-    monkeypatch.setattr(evaluate, "_evaluate_all", _interrupt)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temporary"))
-    (tmp_path / "temporary").mkdir()
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
-    args = ["evaluate", "--model", str(world.model), "--no-energy", "--experiment", "interrupted",
-            "--data", f"it={world.corpora['it.validation']}", "--data", f"en={world.corpora['en.validation']}",
-            "--data", f"it-en={world.corpora['it-en.validation']}",
-            "--data", f"it-en-shots={world.corpora['it-en.train']}"]
-    result = CliRunner().invoke(app, args, catch_exceptions=False)
-    assert result.exit_code == 130, result.output
-    assert list(_runs(tmp_path / "mlflow.db").values()) == ["KILLED"]
-    assert "interrupted: `vocadapt evaluate` stopped" in " ".join(result.output.split())
-    assert not list((tmp_path / "temporary").iterdir())
