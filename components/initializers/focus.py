@@ -1,5 +1,11 @@
 """FOCUS: a sparsemax-weighted combination of shared tokens' source rows, the similarities coming from fastText
-embeddings of the target tokens ("0.01GB" §4.2; SALT §4.2; Dobler and de Melo 2023)."""
+embeddings of the target tokens ("0.01GB" §4.2; SALT §4.2; Dobler and de Melo 2023).
+
+The default is the authors' package, deepfocus 1.0.1 (``focus_additional_token_initialization``): sparsemax of the
+plain cosine similarities, checked against rows made by that package in tests/initializers/test_authors_reference.py.
+``temperature`` < 1 sharpens the weights (0.1 is the variant vocadapt shipped before; BENCHMARKS.md, "Initialiser
+defaults vs the authors' code", compares the two).
+"""
 
 from __future__ import annotations
 
@@ -28,10 +34,11 @@ def focus_weights(similarity: torch.Tensor, temperature: float) -> torch.Tensor:
 
 
 @register_initializer("focus", needs_helper=True, helpers=HELPERS)
-def focus(problem: InitProblem, *, temperature: float = 0.1) -> torch.Tensor:
+def focus(problem: InitProblem, *, temperature: float = 1.0) -> torch.Tensor:
     """(N, hidden): row i = sum_j sparsemax(cos(f_i, f_j) / temperature)_j * source row of shared token j.
 
-    temperature: divides the similarities before sparsemax (FOCUS' default 0.1); lower keeps fewer neighbours.
+    temperature: divides the similarities before sparsemax; 1 (default) is deepfocus' sparsemax of the plain cosine
+        similarities, lower keeps fewer neighbours (0.1 was vocadapt's earlier default).
     A new token without a fastText vector gets a random row from N(mu, sigma^2), as in FOCUS.
     """
     if temperature <= 0:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from vocadapt.components.helpers import TokenVectors
 from vocadapt.components.initializers import InitProblem, get_initializer
+from vocadapt.components.initializers._common import unit_rows
 from vocadapt.components.initializers.clp import clp_weights
 from vocadapt.components.initializers.focus import focus_weights
 
@@ -57,11 +58,14 @@ def _planted_affine(seed: int, tokens: int = 400, shared: int = 300, helper_dim:
 @settings(max_examples=4, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_sava_recovers_a_planted_affine_map(seed):
+    """The "paired" normalisation keeps an affine relation exactly affine and recovers it; the default (the authors'
+    independent normalisation, each side divided by its own row norms) bends it a little."""
     source, helper, overlap, new_ids = _planted_affine(seed)
-    rows = _run("sava", _problem(source, new_ids, overlap, helper))
     centre = source[: len(overlap)].mean(0)  # cosine of centred rows: the shared mean alone would give ~0.9
-    cosine = torch.nn.functional.cosine_similarity(rows - centre, source[new_ids] - centre)
-    assert cosine.min() >= 0.999
+    paired = _run("sava", _problem(source, new_ids, overlap, helper), normalise="paired")
+    assert torch.nn.functional.cosine_similarity(paired - centre, source[new_ids] - centre).min() >= 0.999
+    rows = _run("sava", _problem(source, new_ids, overlap, helper))
+    assert torch.nn.functional.cosine_similarity(rows - centre, source[new_ids] - centre).min() >= 0.95
 
 
 def test_sava_sgd_variant_runs_latentis_and_approaches_the_map():
@@ -209,8 +213,14 @@ def test_focus_picks_the_identical_neighbour():
     vectors[40] = vectors[2]
     source = torch.randn(tokens, 8, generator=torch.Generator().manual_seed(0))
     helper = TokenVectors(vectors, torch.ones(tokens, dtype=torch.bool), "vectors", "planted")
-    rows = _run("focus", _problem(source, [40], {token: token for token in range(dim - 1)}, helper))
+    problem = _problem(source, [40], {token: token for token in range(dim - 1)}, helper)
+    rows = _run("focus", problem, temperature=0.1)  # sharpened: the identical anchor alone
     assert torch.allclose(rows[0], source[2], atol=1e-5)
+    # deepfocus' plain cosines (the default): the other anchors are at cosine 0.01, within sparsemax's unit margin,
+    # so they keep a little weight; the identical one has the most
+    weights = focus_weights(unit_rows(vectors[[40]]) @ unit_rows(vectors[: dim - 1]).T, temperature=1.0)
+    assert int(weights.argmax()) == 2 and 0.5 < float(weights.max()) < 1
+    assert torch.allclose(_run("focus", problem)[0], weights[0] @ source[: dim - 1], atol=1e-5)
 
 
 def _plain_bpe(vocab: dict[str, int], merges: list[tuple[str, str]]):
@@ -243,9 +253,13 @@ def test_align_weights_tokenizations_by_their_corpus_frequency(tmp_path):
     overlap = {0: 0, 1: 1, 2: 2, 3: 3}
     problem = _problem(source, [4, 5], overlap, None, source_tokenizer, target_tokenizer, [str(corpus)])
     rows = _run("align", problem)
-    expected_abc = 0.75 * (source[0] + source[5]) / 2 + 0.25 * (source[4] + source[5]) / 2
+    # the authors' span rule: inside 'xabc' the source token 'xa' straddles the target 'abc', so only 'bc' aligns
+    expected_abc = 0.75 * (source[0] + source[5]) / 2 + 0.25 * source[5]
     assert torch.allclose(rows[1], expected_abc, atol=1e-6)
-    # 'ab' never occurs as a target token: it falls back to FVT, the mean of its source pieces a, b
+    overlapping = _run("align", problem, spans="overlapping")  # every source token that touches 'abc'
+    expected_abc = 0.75 * (source[0] + source[5]) / 2 + 0.25 * (source[4] + source[5]) / 2
+    assert torch.allclose(overlapping[1], expected_abc, atol=1e-6)
+    # 'ab' never occurs as a target token: it keeps its Merge row, the mean of a and b (here also its FVT row)
     assert torch.allclose(rows[0], (source[0] + source[1]) / 2, atol=1e-6)
 
 
