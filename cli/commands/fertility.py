@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
         with user_errors(FileNotFoundError, ValueError):
             documents = read_lines(corpus, max_lines)
-            references = read_lines(reference, max_lines) if reference else None
+            references = read_lines(reference, max_lines, flag="--reference") if reference else None
             if references is not None and len(references) != len(documents):
                 raise UserError(f"--reference has {len(references)} documents and --corpus {len(documents)}; "
                                 "pass line-aligned translations")  # fmt: skip

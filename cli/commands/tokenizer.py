@@ -49,11 +49,19 @@ def load_tokenizer(spec: str):
         raise UserError(f"cannot load a tokenizer from {spec}: {error}; pass a folder with tokenizer.json") from error
 
 
-def read_lines(files: list[Path], max_lines: Optional[int] = None) -> list[str]:
-    """Non-empty lines of text files (one document per line)."""
+def read_lines(files: list[Path], max_lines: Optional[int] = None, flag: str = "--corpus") -> list[str]:
+    """Non-empty lines of text files (one document per line); a missing file is named with its ``flag``."""
     from vocadapt.components.tokenizers.train import iter_corpus_lines
 
+    require_files(files, flag)
     return list(iter_corpus_lines(files, max_lines))
+
+
+def require_files(files: list[Path], flag: str) -> None:
+    missing = [str(path) for path in files if not Path(path).is_file()]
+    if missing:
+        raise UserError(f"{flag} {', '.join(missing)}: no such file; pass existing UTF-8 text files, one document "
+                        "per line")
 
 
 def register(app: typer.Typer) -> None:
@@ -83,6 +91,7 @@ def train_command(
     with user_errors(*BAD_INPUT):
         if bool(corpus) == (dataset is not None):
             raise UserError("give either --corpus FILE... or --dataset PATH (exactly one of them)")
+        require_files(corpus, "--corpus")
         if kind not in training.KINDS:
             raise UserError(f"--kind {kind!r}: unknown tokenizer kind; choose one of {', '.join(training.KINDS)}")
         if out.exists() and any(out.iterdir()) and not overwrite:
@@ -170,9 +179,9 @@ def expand_command(
         if top_k is not None and not corpus:
             raise UserError("--top-k needs --corpus FILE with target-language text to count tokens on")
         if out.exists() and any(out.iterdir()):
-            raise UserError(f"{out} exists and is not empty; choose a new --out folder")
+            raise UserError(f"--out {out} exists and is not empty; choose a new --out folder")
         source_tokenizer, target_tokenizer = load_tokenizer(source), load_tokenizer(target)
-        protected = read_lines(protect) if protect else None
+        protected = read_lines(protect, flag="--protect") if protect else None
         if protect_lexicon and no_protect_lexicon:
             raise UserError("--protect-lexicon and --no-protect-lexicon contradict each other; give one")
         if not protect_lexicon and not no_protect_lexicon:  # protected by default; opting out is explicit
@@ -180,7 +189,8 @@ def expand_command(
 
             embedded = word_list_path("embedded", "en", "--protect-lexicon")
             protect_lexicon = [embedded] if embedded is not None else []  # none built: the summary lists none
-        lexicon = [word for line in read_lines(protect_lexicon) for word in line.split()] if protect_lexicon else None
+        lexicon = ([word for line in read_lines(protect_lexicon, flag="--protect-lexicon") for word in line.split()]
+                   if protect_lexicon else None)
         if top_k is None:
             expansion = expand.expand_with_target(source_tokenizer, target_tokenizer, protect=protected,
                                                   protect_words=lexicon)  # fmt: skip

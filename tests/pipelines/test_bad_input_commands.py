@@ -121,7 +121,7 @@ CASES = [
     Case("tokenizer train vocabulary out of reach", cli(*TRAIN, "--vocab-size", "5000", "--corpus", "{w.small}"),
          ("--vocab-size 5000", "{w.small}", "gives only", "--min-frequency")),
     Case("tokenizer train missing corpus", cli(*TRAIN, "--vocab-size", "400", "--corpus", "{cwd}/gone.txt"),
-         ("gone.txt",)),
+         ("--corpus ./gone.txt".replace("./", "{cwd}/"), "no such file")),
     Case("tokenizer train unknown kind", cli("tokenizer", "train", "--kind", "magic", "--vocab-size", "400",
                                              "--corpus", "{w.small}", "--out", "{cwd}/out"), ("--kind", "magic")),
     Case("tokenizer train corpus and dataset", cli(*TRAIN, "--vocab-size", "400", "--corpus", "{w.small}",
@@ -140,6 +140,8 @@ CASES = [
     Case("fertility misaligned reference", cli("fertility", "--tokenizer", "{w.model}", "--corpus",
                                                "{w.corpora[it.validation]}", "--reference", "{w.misaligned}"),
          ("--reference", "line-aligned")),
+    Case("fertility missing reference", cli("fertility", "--tokenizer", "{w.model}", "--corpus", "{w.small}",
+                                            "--reference", "{cwd}/gone.txt"), ("--reference {cwd}/gone.txt",)),
     Case("fertility missing tokenizer", cli("fertility", "--tokenizer", "{cwd}/gone", "--corpus", "{w.small}"),
          ("gone",)),
     # params
