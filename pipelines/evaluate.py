@@ -138,7 +138,6 @@ def resolve_model(reference: str, tracking_uri: str, download_dir: Path) -> Reso
             raise UserError(f"--model {reference}: not a model folder (no config.json); pass a folder saved with "
                             "save_pretrained or models:/<name>@<alias>")
         return ResolvedModel(path, {"vocadapt.model_path": str(path.resolve())})
-    from mlflow.artifacts import download_artifacts
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
@@ -153,10 +152,9 @@ def resolve_model(reference: str, tracking_uri: str, download_dir: Path) -> Reso
         raise UserError(f"--model {reference}: not found in the registry at {tracking_uri} ({error}); list "
                         "models with `mlflow models` or check MLFLOW_TRACKING_URI") from error
     shutil.rmtree(download_dir, ignore_errors=True)
-    from vocadapt.platform.mlflow_model import checkpoint_dir
+    from vocadapt.platform.mlflow_model import checkpoint_dir, download_model
 
-    local = checkpoint_dir(Path(download_artifacts(artifact_uri=version.source, dst_path=str(download_dir),
-                                                   tracking_uri=tracking_uri)))  # inside the version's MLflow model
+    local = checkpoint_dir(download_model(version.source, download_dir, tracking_uri))  # inside its MLflow model
     lineage = {key: value for key, value in version.tags.items() if key.startswith("vocadapt.")}
     lineage |= {"vocadapt.registered_model": name, "vocadapt.model_version": str(version.version),
                 "vocadapt.model_alias": selector or "", "vocadapt.model_uri": reference,

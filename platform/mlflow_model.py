@@ -123,3 +123,18 @@ def checkpoint_dir(local: Path) -> Path:
     flavor = yaml.safe_load((local / "MLmodel").read_text(encoding="utf-8"))["flavors"].get("python_function", {})
     path = (flavor.get("artifacts") or {}).get(CHECKPOINT, {}).get("path")
     return local / path if path else local
+
+
+def download_model(source: str, destination: Path, tracking_uri: str) -> Path:
+    """Download a registered version's source (``models:/<model_id>`` for a LoggedModel) from ``tracking_uri``.
+
+    mlflow 3.17.2's ``download_artifacts`` resolves ``models:/<model_id>`` against the process-wide tracking URI, not
+    its ``tracking_uri`` argument ("Logged model with ID ... not found" when the two differ), so it is set for the
+    call.
+    """
+    import mlflow
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    with _use_tracking_uri(tracking_uri):
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(destination),
+                                                        tracking_uri=tracking_uri))

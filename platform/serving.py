@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.mlflow_model import checkpoint_dir
+from vocadapt.platform.mlflow_model import checkpoint_dir, download_model
 from vocadapt.platform.registry import ModelFilesError, verify_model_files
 
 _MODEL_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
@@ -56,8 +56,6 @@ def resolve_version(client, uri: str):
 
 def download_verified(client, uri: str, destination: Path, tracking_uri: str) -> VerifiedModel:
     """Download the version's files into ``destination`` and verify them; nothing is left there if refused."""
-    import mlflow
-
     model_version = resolve_version(client, uri)
     manifest_sha = model_version.tags.get("vocadapt.manifest_sha256")
     if not manifest_sha:
@@ -68,9 +66,8 @@ def download_verified(client, uri: str, destination: Path, tracking_uri: str) ->
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        local = mlflow.artifacts.download_artifacts(artifact_uri=model_version.source, dst_path=str(staging),
-                                                    tracking_uri=tracking_uri)
-        checkpoint = checkpoint_dir(Path(local))  # the checkpoint the MLflow model carries
+        local = download_model(model_version.source, staging, tracking_uri)
+        checkpoint = checkpoint_dir(local)  # the checkpoint the MLflow model carries
         verify_model_files(checkpoint, manifest_sha)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

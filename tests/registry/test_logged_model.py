@@ -150,3 +150,21 @@ def test_mlflow_models_serve_answers_a_completion_on_loopback(world, tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
         log.close()
+
+
+def test_vocadapt_serve_finds_the_checkpoint_whatever_the_process_wide_tracking_uri(world, tmp_path):
+    """`vocadapt serve` and `evaluate` pass the store's URI; mlflow resolves models:/<model_id> against the
+    process-wide one, which here names another store."""
+    import mlflow
+
+    from vocadapt.platform.serving import download_verified
+
+    url, registered, _, _ = world
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'another-store.db'}")
+    try:
+        client = mlflow.MlflowClient(url, registry_uri=url)
+        model = download_verified(client, f"models:/{NAME}@champion", tmp_path / "served", url)
+    finally:
+        mlflow.set_tracking_uri(url)
+    assert model.version == registered.version and (model.model_dir / "model.safetensors").is_file()
+    assert (model.model_dir / "vocadapt-manifest.json").is_file() and not (model.model_dir / "MLmodel").exists()
