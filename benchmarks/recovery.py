@@ -57,10 +57,11 @@ class Arm:
 def arm(name: str) -> Arm:
     if name == "0.01gb":
         return Arm(name, "expand", "mtp", "2x2-ls")
-    mode, objective = name.split("-", 1)
+    recipe, _, strategy = name.partition("@")  # e.g. expand-clm@two-stage: another LAPT strategy for that arm
+    mode, objective = recipe.split("-", 1)
     if mode not in ("replace", "expand") or objective not in OBJECTIVES:
-        raise SystemExit(f"unknown arm {name!r}: choose from {', '.join(ARMS)}")
-    return Arm(name, mode, objective)
+        raise SystemExit(f"unknown arm {name!r}: choose from {', '.join(ARMS)} (optionally @<lapt strategy>)")
+    return Arm(name, mode, objective, strategy or "full")
 
 
 def build_world(args):

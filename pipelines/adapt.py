@@ -219,7 +219,7 @@ def _run(
         if config.tracking.register_best:
             console.rule("[bold]8. registry")
             registered = _register(config, tracker, best, lineage | {"vocadapt.tokenizer_sha256": tokenizer_sha},
-                                   parent_id)
+                                   parent_id, console)
         _drop_other_models(outcomes, best)
     parent_metrics = _flatten_fertility(fertility) | {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
     return AdaptResult(
@@ -523,10 +523,15 @@ def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) ->
     }
 
 
-def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str):
-    """Register the best method's model as ``candidate`` with lineage tags, a sha256 manifest and a model card."""
+def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str, console):
+    """Register the best method's model as ``candidate`` with lineage tags, a sha256 manifest and a model card.
+
+    A model that would not serve (platform/serve_check.py) is not registered: the reasons are printed and logged
+    (tag ``vocadapt.not_registered`` on the parent run), the trained models stay in the output folder, and the
+    run finishes; None is returned."""
     from vocadapt.platform.model_loading import registered_model_name
     from vocadapt.platform.registry import register_model
+    from vocadapt.platform.serve_check import NotServableError
 
     name = config.tracking.registered_model or registered_model_name(config)
     tags = lineage | {
@@ -534,7 +539,12 @@ def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, 
         "vocadapt.parent_run_id": parent_id,
         "vocadapt.config": f"runs:/{parent_id}/config.yaml",
     }
-    registered = register_model(tracker, best.run_id, best.model_dir, name, lineage=tags, alias="candidate")
+    try:
+        registered = register_model(tracker, best.run_id, best.model_dir, name, lineage=tags, alias="candidate")
+    except NotServableError as refusal:
+        console.print(f"[bold red]not registered:[/] {refusal}", highlight=False)
+        tracker.set_tags(parent_id, {"vocadapt.not_registered": str(refusal)[:4900]})
+        return None
     return registered.name, int(registered.version)
 
 

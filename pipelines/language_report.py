@@ -52,8 +52,8 @@ def markdown_table(rows: list[dict[str, Any]], settings: MatrixSettings) -> str:
         f"for their English side. Bits per byte zero-shot on {settings.bpb_documents} paragraphs (max_length "
         f"{settings.max_length}). Speed-up of the fvt model over SmolLM2 on {settings.generation_prompts} "
         f"target-language prompts ({settings.max_new_tokens} new tokens): measured characters per second, and at "
-        "equal content (tokens/s ratio x src/tgt tokens, the ratio of tokens the two tokenizers need for the same "
-        "paragraphs, which bounds the speed-up at equal cost per token).\n"
+        f"equal content (both decode the same {settings.equal_content_characters} held-out characters token by token "
+        f"with their KV cache, teacher-forced, batch 1, in turn; median of {settings.equal_content_repeats}).\n"
     )
     return "\n".join(lines) + "\n" + legend
 

@@ -13,8 +13,8 @@ as the low-resource non-Latin case), top to bottom:
 4. zero-shot held-out bits per byte of the source model and of the replaced model initialised with ``fvt`` and
    with ``random`` (no training);
 5. generation speed-up of the ``fvt`` model over the source model on target-language prompts, measured side by
-   side (characters per second), and the speed-up at equal content (tokens per second ratio times the ratio of
-   tokens the two tokenizers need for the same paragraphs), which is the one a zero-shot model can show.
+   side (characters per second), and the speed-up at equal content: both models decode the same held-out text
+   teacher-forced with their KV cache, in turn, median of repeats (the one a zero-shot model can show).
 
 Tracked in MLflow: one parent run, one child per language (tags name the language and its script); the table is
 written as markdown and JSON to the output folder and logged with the parent run.
@@ -58,6 +58,10 @@ class MatrixSettings:
     batch_size: int = 8
     generation_prompts: int = 4
     max_new_tokens: int = 16
+    # equal-content decoding: the same held-out text (up to this many characters) decoded teacher-forced with the KV
+    # cache by both models, in turn, median of the repeats (components/evaluation/decode_timing.py)
+    equal_content_characters: int = 400
+    equal_content_repeats: int = 3
     seed: int = 0
     # bounds of the corpus expectation suite on each language's training text (adapt's corpus.* defaults)
     corpus_min_lines: int = 100
@@ -357,6 +361,7 @@ def _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, docume
 
 def _generation_speed_up(source_model, source_tokenizer, model, tokenizer, documents, fertility, settings):
     """Greedy generation on target-language prompts (the first half of held-out paragraphs), both models."""
+    from vocadapt.components.evaluation.decode_timing import equal_content_speed_up, equal_content_timing
     from vocadapt.components.evaluation.efficiency import generation_efficiency, speed_up
     from vocadapt.platform.evaluation.generation import TransformersBackend
 
@@ -372,7 +377,12 @@ def _generation_speed_up(source_model, source_tokenizer, model, tokenizer, docum
     # Tokens the two tokenizers need for the same held-out paragraphs: what makes an adapted model finish sooner
     # once it writes the language (a zero-shot model's own output is not yet target-language text).
     token_ratio = fertility["source"]["tokens"] / max(fertility["target"]["tokens"], 1)
-    equal_content = ratios["tokens_per_second"] * token_ratio
+    # Measured, not derived: both models decode the same held-out text token by token with their KV cache, in turn
+    # (a ratio of two free-running generation rates times the token ratio multiplied the noise of both).
+    text = " ".join(documents[: settings.generation_prompts])[: settings.equal_content_characters]
+    timing = equal_content_timing({"source": (source_model, source_tokenizer), "fvt": (model, tokenizer)}, text,
+                                  repeats=settings.equal_content_repeats)
+    equal_content = equal_content_speed_up(timing["fvt"], timing["source"])["speed_up"]
     flat = {f"{label}.{key}": value for label, report in reports.items() for key, value in report.items()}
     return flat | {f"speed_up.{rate}": value for rate, value in ratios.items()} | {
         "speed_up.equal_content": equal_content, "source_over_target_tokens": token_ratio}
