@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vocadapt.components.typed_settings import StrictSettings
 
-Strategy = Literal["full", "lora", "two-stage", "2x2-ls"]
+Strategy = Literal["full", "lora", "two-stage", "2x2-ls", "embeddings"]
 Objective = Literal["clm", "mtp", "distill", "clm+distill", "mtp+distill"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
@@ -28,7 +28,8 @@ class LaptSettings(StrictSettings):
         "full",
         description="Which parameters train: 'full' all; 'lora' LoRA on every linear layer plus embeddings and "
         "head; 'two-stage' embeddings and head first, then `second_stage`; '2x2-ls' the bottom two and top two "
-        "layers plus embeddings and head ('0.01GB' §5).",
+        "layers plus embeddings and head ('0.01GB' §5); 'embeddings' only the embeddings and head (the body, and "
+        "with it what the source model can do, stays as it was: new tokens learn to be read and written).",
     )
     objective: Objective = Field(
         "clm", description="'clm' next-token loss; 'mtp' adds one extra head, initialised from the LM head, that "

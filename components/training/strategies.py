@@ -32,7 +32,7 @@ class Stage:
 def plan_stages(settings: LaptSettings, total_steps: int) -> list[Stage]:
     """The stages of a run, their step counts summing to ``total_steps``."""
     if settings.strategy != "two-stage":
-        kind = {"full": "full", "lora": "lora", "2x2-ls": "2x2-ls"}[settings.strategy]
+        kind = {"full": "full", "lora": "lora", "2x2-ls": "2x2-ls", "embeddings": "embeddings"}[settings.strategy]
         return [Stage(kind, total_steps, settings.learning_rate, settings.warmup_steps, settings.schedule)]
     if total_steps < 2:
         raise ValueError("the two-stage strategy needs at least 2 steps; raise max_steps or max_tokens")

@@ -29,12 +29,12 @@ def _expected(model, strategy, objective):
     outer = sum(p.numel() for i in (0, 1, len(layers) - 2, len(layers) - 1) for p in layers[i].parameters())
     counts = {"full": {"full": total}, "lora": {"lora": _lora_parameters(model, 4) + embeddings},
               "two-stage": {"embeddings": embeddings, "full": total},
-              "2x2-ls": {"2x2-ls": outer + embeddings}}[strategy]
+              "2x2-ls": {"2x2-ls": outer + embeddings}, "embeddings": {"embeddings": embeddings}}[strategy]
     return {kind: n + (V * H if objective == "mtp" else 0) for kind, n in counts.items()}
 
 
 @pytest.mark.parametrize("objective", ["clm", "mtp"])
-@pytest.mark.parametrize("strategy", ["full", "lora", "two-stage", "2x2-ls"])
+@pytest.mark.parametrize("strategy", ["full", "lora", "two-stage", "2x2-ls", "embeddings"])
 def test_every_strategy_trains_what_it_says(tokenizer, strategy, objective):
     model = make_model(len(tokenizer), layers=6, tie=strategy != "lora")
     expected = _expected(model, strategy, objective)
@@ -49,6 +49,8 @@ def test_every_strategy_trains_what_it_says(tokenizer, strategy, objective):
     if strategy == "2x2-ls":
         assert not any(name.startswith(("model.layers.2.", "model.layers.3.")) for name in changed)
         assert any(name.startswith("model.layers.5.") for name in changed)
+    if strategy == "embeddings":  # the body stays as it was
+        assert changed <= {"model.embed_tokens.weight", "lm_head.weight"}
     if strategy == "lora":  # adapters fold into the linear weights; norms are not adapted
         assert not any("norm" in name for name in changed)
         assert "model.layers.0.self_attn.q_proj.weight" in changed
