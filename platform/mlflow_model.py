@@ -76,11 +76,12 @@ def signature():
 
 
 def log_checkpoint_model(tracking_uri: str, run_id: str, checkpoint: Path, *, tags: dict[str, str],
-                         metrics: dict[str, float], dataset=None):
+                         metrics: dict[str, dict[str, float]], dataset=None):
     """Log ``checkpoint`` as an MLflow 3 LoggedModel of ``run_id`` (in the run's experiment); returns the
-    LoggedModel. Its metrics (``metrics``, linked to ``dataset`` when given) are logged on the run with the model's
-    id, so ``mlflow.search_logged_models`` and the UI show them on the model; the dataset is also logged as an
-    input of the run linked to the model."""
+    LoggedModel. Its metrics (``metrics``: run id -> the metrics that run logged, linked to ``dataset`` when given)
+    are logged again on their own run with the model's id, so ``mlflow.search_logged_models`` and the UI show them
+    on the model and no run gains another's metrics; the dataset is also logged as an input of the run linked to
+    the model."""
     import time
     import warnings
 
@@ -102,10 +103,11 @@ def log_checkpoint_model(tracking_uri: str, run_id: str, checkpoint: Path, *, ta
                       pip_requirements=pip_requirements())
         now = int(time.time() * 1000)
         entity = dataset._to_mlflow_entity() if dataset is not None else None
-        client.log_batch(run_id, metrics=[
-            Metric(key, float(value), now, 0, model_id=logged.model_id,
-                   dataset_name=entity.name if entity else None, dataset_digest=entity.digest if entity else None)
-            for key, value in sorted(metrics.items())])
+        for source_run, values in metrics.items():
+            client.log_batch(source_run, metrics=[
+                Metric(key, float(value), now, 0, model_id=logged.model_id,
+                       dataset_name=entity.name if entity else None, dataset_digest=entity.digest if entity else None)
+                for key, value in sorted(values.items())])
         if entity is not None:
             client.log_inputs(run_id, datasets=[DatasetInput(entity, [InputTag("mlflow.data.context", "training")])],
                               models=[LoggedModelInput(logged.model_id)])

@@ -193,7 +193,16 @@ def _log_logged_model(tracker, run_id: str, model_dir: Path, lineage: Mapping[st
     corpus = lineage.get("vocadapt.corpus_sha256", "")
     dataset = MetaDataset(CodeDatasetSource({"vocadapt.corpus_sha256": corpus}), name="corpora",
                           digest=corpus[:16]) if corpus else None
-    return log_checkpoint_model(tracker.tracking_uri, run_id, model_dir, tags=dict(lineage), metrics=dict(metrics),
+    # Each metric is linked to the model through the run that logged it: the parent's (source_model.*, fertility,
+    # energy of the shared stages) through the parent, so the method's own run does not gain copies of them.
+    run = tracker.client.get_run(run_id)
+    parent_id = run.data.tags.get("mlflow.parentRunId")
+    parent = tracker.client.get_run(parent_id).data.metrics if parent_id else {}
+    from_parent = {key for key in metrics if key in parent and key not in run.data.metrics}
+    by_run = {run_id: {key: value for key, value in metrics.items() if key not in from_parent}}
+    if from_parent:
+        by_run[parent_id] = {key: metrics[key] for key in sorted(from_parent)}
+    return log_checkpoint_model(tracker.tracking_uri, run_id, model_dir, tags=dict(lineage), metrics=by_run,
                                 dataset=dataset)
 
 
