@@ -78,12 +78,12 @@ def summary_json(result: AdaptResult) -> str:
 
 # (metric key without prefix, column title, digits)
 SIDE_BY_SIDE_COLUMNS = (
-    ("benchmark.side_by_side_cloze_{lang}.acc_bytes", "cloze {lang}", 3),
-    ("benchmark.side_by_side_translation_{english}_{lang}.chrf", "chrF {english}->{lang}", 1),
-    ("generation.tokens_per_character", "tokens/char", 3),
+    ("benchmark.side_by_side_cloze_{lang}.acc_bytes", "cloze", 3),
+    ("benchmark.side_by_side_translation_{english}_{lang}.chrf", "chrF", 1),
+    ("generation.tokens_per_character", "tok/char", 3),
     ("generation.percent_generated_new", "%Gen", 1),
-    ("bpb_ood_target", "{lang} OOD bpb", 3),
-    ("bpb_ood_source", "{english} OOD bpb", 3),
+    ("bpb_ood_target", "{lang} OOD", 3),
+    ("bpb_ood_source", "{english} OOD", 3),
 )
 
 
@@ -96,9 +96,11 @@ def print_side_by_side(result: AdaptResult, config: ExperimentConfig, console: C
     columns = [column for column in columns
                if f"source_model.{column[0]}" in result.source_side_by_side
                or any(column[0] in outcome.side_by_side for outcome in result.methods)]
-    table = Table(title=f"Side by side, {config.evaluation.side_by_side_items} items (tokens/char: of the "
-                  f"{names['lang']} it generates; OOD: out-of-domain text, Debian fortunes)")
-    table.add_column("model")
+    table = Table(title=f"Side by side, {config.evaluation.side_by_side_items} items",
+                  caption=f"cloze: {names['lang']} acc_bytes; chrF: {names['english']}->{names['lang']}; tok/char and "
+                  f"%Gen: of the {names['lang']} text each model generates; OOD: bits per byte on out-of-domain text "
+                  "(Debian fortunes)")
+    table.add_column("model", no_wrap=True)
     for _, title, _ in columns:
         table.add_column(title, justify="right")
 
@@ -106,7 +108,7 @@ def print_side_by_side(result: AdaptResult, config: ExperimentConfig, console: C
         return [f"{metrics[prefix + key]:.{digits}f}" if prefix + key in metrics else "-"
                 for key, _, digits in columns]
 
-    table.add_row("source model", *cells(result.source_side_by_side, "source_model."))
+    table.add_row("source", *cells(result.source_side_by_side, "source_model."))
     for outcome in result.methods:
         table.add_row(outcome.method, *cells(outcome.side_by_side))
     console.print(table)
