@@ -55,8 +55,10 @@ def test_manifest_sha256_sums_match_every_file(embedded_assets):
         for path in (embedded_assets.home / folder).rglob("*")
         if path.is_file()
     }
-    lexicons = {entry["file"] for entry in manifest.get("lexicons", {}).values() if "file" in entry}
-    assert on_disk | lexicons == set(manifest["files"])
+    # single files beside the folders: word lists, WECHSEL's word vectors and bilingual dictionaries
+    singles = {entry["file"] for kind in ("lexicons", "word_vectors", "dictionaries")
+               for entry in manifest.get(kind, {}).values() if "file" in entry}
+    assert on_disk | singles == set(manifest["files"])
     test_file = embedded_assets.corpus("it", "test")
     assert embedded_assets.sha256(test_file) == hashlib.sha256(test_file.read_bytes()).hexdigest()
     assert manifest["corpora"]["it"]["units"]["bible-diodati"] > 30_000
