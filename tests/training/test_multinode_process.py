@@ -1,0 +1,26 @@
+"""The multi-node node-loss test (test_multinode.py) in a fresh pytest process, so no Ray state of the suite's
+earlier modules (in-process clusters, Ray Train's controller bookkeeping) reaches the cluster it starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.training.test_multinode import IN_OWN_PROCESS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(900)
+def test_multinode_node_loss_in_its_own_process():
+    env = {**os.environ, IN_OWN_PROCESS: "1"}
+    env.pop("RAY_ADDRESS", None)
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly",
+                                "tests/training/test_multinode.py"], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=850)
+    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-3000:]
+    assert " passed" in completed.stdout and "skipped" not in completed.stdout.splitlines()[-1]
