@@ -19,7 +19,6 @@ same data and seed, same items.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,8 +53,11 @@ def build_items(*, language: str, source_language: str, documents: list[str], pa
                               key_prefix=f"{language}-held-out")
     translation = []
     if parallel_test is not None and parallel_shots is not None:
-        pairs = [row for row in _jsonl(parallel_test) if row.get(language, "").strip() and row.get(source_language)]
-        shots = _jsonl(parallel_shots)
+        from vocadapt.components.input_files import read_jsonl
+
+        pairs = [row for row in read_jsonl(parallel_test, "held-out parallel text")
+                 if row.get(language, "").strip() and row.get(source_language)]
+        shots = read_jsonl(parallel_shots, "parallel text for the one-shot example")
         rng = random.Random(seed)
         chosen = sorted(rng.sample(range(len(pairs)), min(items, len(pairs))))
         shot = rng.sample(shots, 1)
@@ -95,10 +97,6 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
         metrics[f"bpb_ood_{stream}"] = bits_per_byte(model, tokenizer, documents, max_length=items.max_length,
                                                      batch_size=items.batch_size)
     return {f"{prefix}{key}": value for key, value in metrics.items()}
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def items_for_config(config, inputs) -> SideBySideItems | None:
