@@ -38,6 +38,9 @@ class InitProblem:
     generator: seeded torch.Generator; the only source of randomness a method may use.
     helper: what a helper-based method reads (helper embeddings for target tokens, fastText vectors...), or None.
     corpus_files: target-language training text, for methods that count or align on a corpus.
+    columns: (first column, full hidden size) when ``source_matrix`` is a column block of a wider matrix (streamed
+        surgery); None for a whole matrix. Only a ``columnwise`` method's random fallback rows read it
+        (``_common.columnwise_gaussian_rows``), so they are the same block by block as on the whole matrix.
     """
 
     source_matrix: torch.Tensor
@@ -49,6 +52,7 @@ class InitProblem:
     generator: torch.Generator = field(default_factory=lambda: torch.Generator().manual_seed(0))
     helper: Any = None
     corpus_files: list[str] = field(default_factory=list)
+    columns: tuple[int, int] | None = None
 
 
 class InitializerFunction(Protocol):

@@ -47,6 +47,34 @@ def gaussian_rows(source_matrix: torch.Tensor, count: int, generator: torch.Gene
     return rows.mul_(std).add_(mean)  # in place: no second (count, hidden) buffer
 
 
+# Fallback rows whose standard normal draws share one generator in columnwise_gaussian_rows: the full-width draws
+# of a chunk (256 x 8,192 float32 at 70B shape: 8 MB) are all that is held besides the block's rows.
+FALLBACK_CHUNK_ROWS = 256
+
+
+def columnwise_gaussian_rows(problem: InitProblem, count: int) -> torch.Tensor:
+    """(count, width) rows from N(mu, sigma^2) with the per-column mean and std of ``problem.source_matrix``, whose
+    values in column j are the same whether the matrix is whole or a column block (``problem.columns``).
+
+    For a ``columnwise`` method's fallback rows (a token with no source piece, no word vector, no helper vector):
+    :func:`gaussian_rows` draws (count, width) normals in row-major order, so a block of 1,024 columns would get
+    other values than the same columns of the whole matrix. Here one seed per chunk of FALLBACK_CHUNK_ROWS rows
+    comes from the problem's generator, each chunk draws its rows at the full hidden size and keeps the block's
+    columns: the draws, the mean and the std of column j depend on column j only.
+    """
+    block_width = problem.source_matrix.shape[1]
+    first, hidden = problem.columns or (0, block_width)
+    mean, std = source_mean_std(problem.source_matrix)
+    chunks = -(-count // FALLBACK_CHUNK_ROWS)
+    seeds = torch.randint(0, 2**62, (chunks,), generator=problem.generator, dtype=torch.int64).tolist()
+    rows = torch.empty(count, block_width, dtype=torch.float32)
+    for chunk, seed in enumerate(seeds):
+        part = slice(chunk * FALLBACK_CHUNK_ROWS, min(count, (chunk + 1) * FALLBACK_CHUNK_ROWS))
+        draws = torch.randn(part.stop - part.start, hidden, generator=torch.Generator().manual_seed(seed))
+        rows[part] = draws[:, first : first + block_width]
+    return rows.mul_(std).add_(mean)
+
+
 def require_helper(problem: InitProblem, method: str) -> Any:
     """The helper of ``problem``, or a MissingHelperError naming the helpers ``method`` accepts."""
     if problem.helper is None:

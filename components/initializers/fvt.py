@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
-from vocadapt.components.initializers._common import RoleSharedCache, gaussian_rows, ids_key
+from vocadapt.components.initializers._common import RoleSharedCache, columnwise_gaussian_rows, ids_key
 
 _PIECES = RoleSharedCache()
 
@@ -38,12 +38,13 @@ def fvt(problem: InitProblem) -> torch.Tensor:
     """(N, hidden): row i = mean of ``source_matrix[p]`` over the source pieces p of new token i.
 
     One ``embedding_bag`` call does every token at once. A token whose text yields no source piece (possible only
-    for an empty or untokenizable token) gets a random row from N(mu, sigma^2) instead.
+    for an empty or untokenizable token) gets a random row from N(mu, sigma^2) instead, drawn column by column
+    (``columnwise_gaussian_rows``) so that streamed surgery gives it the same values.
     """
     flat, offsets, has_pieces = piece_bags(problem)
     source = problem.source_matrix.float()
     rows = torch.nn.functional.embedding_bag(flat, source, offsets, mode="mean")
     if not bool(has_pieces.all()):
         missing = int((~has_pieces).sum())
-        rows[~has_pieces] = gaussian_rows(source, missing, problem.generator)
+        rows[~has_pieces] = columnwise_gaussian_rows(problem, missing)
     return rows

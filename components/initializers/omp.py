@@ -1,6 +1,10 @@
 """OMP (mergekit tokensurgeon v2, arXiv 2506.06607): each new token's helper vector is approximated by orthogonal
 matching pursuit over the shared tokens' helper vectors, and the same coefficients combine those tokens' source
-rows (recovery-and-new-initialisers §2)."""
+rows (recovery-and-new-initialisers §2).
+
+Registered ``columnwise``: the pursuit reads only the helper, so column j of every row is a combination of column j
+of source rows, and checkpoint surgery streams it a column block at a time (the pursuit runs once, for the first
+block, and is reused by the others and by the LM head)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import torch
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     RoleSharedCache,
-    gaussian_rows,
+    columnwise_gaussian_rows,
     helper_rows,
     ids_key,
     overlap_pairs,
@@ -97,7 +101,7 @@ def effective_k(k: int, anchors: int, helper_dimension: int) -> int:
     return max(1, min(k, anchors, helper_dimension // 4))
 
 
-@register_initializer("omp", needs_helper=True, helpers=HELPERS)
+@register_initializer("omp", needs_helper=True, helpers=HELPERS, columnwise=True)
 def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
     """(N, hidden): row i = sum_j c_ij source_matrix[s_j], where helper(t_i) ~= sum_j c_ij helper(shared_j) is the
     k-atom orthogonal matching pursuit of the new token's helper vector over the shared tokens' helper vectors.
@@ -106,7 +110,8 @@ def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
         unconstrained least squares (no sum-to-one), as in tokensurgeon.
     The pursuit reads only the helper, so an untied model's LM head reuses the input embeddings' pursuit and
     applies its coefficients to the head's own source rows. A new token without a helper vector gets a random row
-    from N(mu, sigma^2), as in the other helper methods (tokensurgeon writes zero rows for tokens the donor lacks).
+    from N(mu, sigma^2), as in the other helper methods, drawn column by column (``columnwise_gaussian_rows``);
+    tokensurgeon writes zero rows for tokens the donor lacks.
     """
     if k < 1:
         raise ValueError(f"omp needs k >= 1, got {k}")
@@ -131,5 +136,5 @@ def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
     rows[has_vector] = torch.nn.functional.embedding_bag(indices, anchor_rows, per_sample_weights=coefficients,
                                                          mode="sum")
     if not bool(has_vector.all()):
-        rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)
+        rows[~has_vector] = columnwise_gaussian_rows(problem, int((~has_vector).sum()))
     return rows

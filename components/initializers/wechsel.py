@@ -11,7 +11,11 @@ Ported from the authors' code, batched: one (N, V_source) similarity product per
   UTF-8, and no ``U+FFFD`` word shared by every partial-byte token.
 - Shared tokens keep their source rows (the surgery copies them, as for every method); WECHSEL recomputes them.
 - A new token without a vector gets a row from N(mu, sigma^2) drawn from the run's seeded generator (the authors
-  draw from ``RandomState(1234)``).
+  draw from ``RandomState(1234)``), column by column (``columnwise_gaussian_rows``).
+
+Registered ``columnwise``: the neighbours and weights come from the word vectors alone, so column j of every row is
+a weighted sum of column j of source rows, and checkpoint surgery streams it a column block at a time (the
+neighbour search runs once, for the first block, and is reused by the others and by the LM head).
 - fastText models of different dimensions are refused (the authors reduce the source model, even when the target
   is the larger one).
 """
@@ -26,7 +30,9 @@ import torch
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.initializers import InitProblem, register_initializer
-from vocadapt.components.initializers._common import SIMILARITY_CHUNK_ROWS, RoleSharedCache, gaussian_rows, ids_key
+from vocadapt.components.initializers._common import (
+    SIMILARITY_CHUNK_ROWS, RoleSharedCache, columnwise_gaussian_rows, ids_key,
+)
 
 # The value of the three file options that the platform replaces with the files `vocadapt assets` builds.
 EMBEDDED = "embedded"
@@ -174,7 +180,7 @@ def wechsel_neighbours(problem: InitProblem, source_vectors: str, target_vectors
     return indices, weights, has_vector
 
 
-@register_initializer("wechsel")
+@register_initializer("wechsel", columnwise=True)
 def wechsel(
     problem: InitProblem,
     *,
@@ -213,5 +219,5 @@ def wechsel(
     rows[has_vector] = torch.nn.functional.embedding_bag(
         indices, problem.source_matrix.float(), per_sample_weights=weights, mode="sum")
     if not bool(has_vector.all()):
-        rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)
+        rows[~has_vector] = columnwise_gaussian_rows(problem, int((~has_vector).sum()))
     return rows

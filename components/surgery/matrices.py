@@ -25,8 +25,11 @@ def initialise_rows(
     seed: int = 0,
     helper: Any = None,
     corpus_files: list[str] | tuple[str, ...] = (),
+    columns: tuple[int, int] | None = None,
 ) -> torch.Tensor:
     """(N, hidden) float32 rows for ``plan.new_target_ids``, checked for shape and finiteness.
+
+    columns: (first column, full hidden size) when ``source_matrix`` is a column block (streamed surgery).
 
     method: resolved once by the caller (``configure_initializer``), options checked. Each role gets a generator
     seeded with ``seed``, so a tied and an untied model draw the same random choices.
@@ -41,6 +44,7 @@ def initialise_rows(
         generator=torch.Generator().manual_seed(seed),
         helper=helper,
         corpus_files=[str(file) for file in corpus_files],
+        columns=columns,
     )
     rows = method(problem)
     expected = (len(plan.new_target_ids), source_matrix.shape[1])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.initializers.test_registry import OPTIONS
 from tests.initializers.tiny_world import expand_bpe
 from vocadapt.components.initializers import InitProblem, available_initializers, get_initializer
 from vocadapt.components.surgery import adapt_checkpoint, plan_vocabulary
@@ -31,29 +32,53 @@ def _llama(vocab_size: int, tied: bool, dtype=torch.float32):
 
 
 def test_columnwise_claim_is_made_by_the_expected_methods():
-    assert {"fvt", "merge", "random_token", "align"} <= set(COLUMNWISE)
+    assert {"fvt", "merge", "random_token", "align", "wechsel", "omp"} <= set(COLUMNWISE)
     assert "random" not in COLUMNWISE and "multivariate" not in COLUMNWISE  # their draws span the hidden size
 
 
+@pytest.mark.parametrize("mode", ["replace", "expand"])  # expansion leaves omp 20 new tokens without a vector
 @pytest.mark.parametrize("method", COLUMNWISE)
-def test_columnwise_methods_give_the_same_rows_block_by_block(method, source_tokenizer, target_tokenizer,
-                                                              corpus_file, fasttext_helper):
+def test_columnwise_methods_give_the_same_rows_block_by_block(method, mode, source_tokenizer, target_tokenizer,
+                                                              expanded_tokenizer, corpus_file, fasttext_helper):
     torch.manual_seed(1)
     source = torch.randn(len(source_tokenizer) + 5, HIDDEN)  # padding rows past the tokenizer, as checkpoints have
-    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source.shape[0])
-    initializer = get_initializer(method).configure()
+    target = target_tokenizer if mode == "replace" else expanded_tokenizer
+    plan = plan_vocabulary(source_tokenizer, target, source_rows=source.shape[0], mode=mode)
+    initializer = get_initializer(method).configure(OPTIONS.get(method))
 
-    def rows(matrix: torch.Tensor) -> torch.Tensor:
+    def rows(matrix: torch.Tensor, first: int = 0) -> torch.Tensor:
         return initializer(InitProblem(
-            matrix, plan.new_target_ids, plan.target_to_source, source_tokenizer, target_tokenizer,
+            matrix, plan.new_target_ids, plan.target_to_source, source_tokenizer, target,
             generator=torch.Generator().manual_seed(3), corpus_files=[corpus_file],
-            helper=fasttext_helper if initializer.needs_helper else None,
+            helper=fasttext_helper if initializer.needs_helper else None, columns=(first, HIDDEN),
         ))
 
     whole = rows(source)
-    blocks = torch.cat([rows(source[:, start : start + 48].contiguous()) for start in range(0, HIDDEN, 48)], dim=1)
+    blocks = torch.cat([rows(source[:, start : start + 48].contiguous(), start) for start in range(0, HIDDEN, 48)],
+                       dim=1)
     assert whole.shape == (len(plan.new_target_ids), HIDDEN)
     assert torch.equal(whole, blocks), f"{method} is registered columnwise but its rows depend on other columns"
+
+
+def test_fallback_rows_are_the_same_block_by_block_and_follow_each_column():
+    """The Gaussian fallback of the columnwise methods: a column's values do not depend on the block it is drawn in,
+    and each column has the source column's mean and spread."""
+    from vocadapt.components.initializers._common import FALLBACK_CHUNK_ROWS, columnwise_gaussian_rows
+
+    source = torch.randn(400, HIDDEN) * torch.linspace(0.5, 3.0, HIDDEN) + torch.linspace(-2.0, 2.0, HIDDEN)
+    count = 2 * FALLBACK_CHUNK_ROWS + 7  # three chunks, the last one short
+
+    def draw(first: int, width: int) -> torch.Tensor:
+        problem = InitProblem(source[:, first : first + width].contiguous(), torch.arange(count), {}, None, None,
+                              generator=torch.Generator().manual_seed(11), columns=(first, HIDDEN))
+        return columnwise_gaussian_rows(problem, count)
+
+    whole = draw(0, HIDDEN)
+    assert torch.equal(whole, torch.cat([draw(start, 64) for start in range(0, HIDDEN, 64)], dim=1))
+    assert torch.equal(whole[:, 100:130], draw(100, 30))
+    torch.testing.assert_close(whole.mean(0), source.mean(0), atol=0.35, rtol=0.0)
+    torch.testing.assert_close(whole.std(0) / source.std(0), torch.ones(HIDDEN), atol=0.2, rtol=0.0)
+    assert not torch.equal(whole[:FALLBACK_CHUNK_ROWS], whole[FALLBACK_CHUNK_ROWS : 2 * FALLBACK_CHUNK_ROWS])
 
 
 def _checkpoint(tmp_path, tokenizer, tied: bool, dtype, name: str):
@@ -72,9 +97,9 @@ def _tensors(folder) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("mode,tied,dtype", [("replace", False, torch.bfloat16), ("replace", True, torch.float32),
                                              ("expand", False, torch.float32)], ids=["untied-bf16", "tied", "expand"])
-@pytest.mark.parametrize("method", ["fvt", "align", "random_token"])
+@pytest.mark.parametrize("method", ["fvt", "align", "random_token", "wechsel", "omp"])
 def test_streamed_surgery_writes_the_same_bytes_through_a_small_budget(
-    tmp_path, monkeypatch, source_tokenizer, target_tokenizer, corpus_file, method, mode, tied, dtype,
+    tmp_path, monkeypatch, source_tokenizer, target_tokenizer, corpus_file, fasttext_helper, method, mode, tied, dtype,
 ):
     from transformers import AutoModelForCausalLM
 
@@ -94,7 +119,8 @@ def test_streamed_surgery_writes_the_same_bytes_through_a_small_budget(
 
     monkeypatch.setattr(streaming, "initialise_rows", spy)
     monkeypatch.setattr(streaming, "ROW_BLOCK_BYTES", 7 * HIDDEN * 4)  # row blocks of 7 (or 14) rows
-    common = dict(mode=mode, corpus_files=[corpus_file], extra_heads=1, seed=5)
+    common = dict(mode=mode, corpus_files=[corpus_file], extra_heads=1, seed=5, options=OPTIONS.get(method),
+                  helper=fasttext_helper if get_initializer(method).needs_helper else None)
     streamed = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed", method,
                                 memory_budget_bytes=budget, **common)
     whole = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "whole", method, memory_budget_bytes=None,
