@@ -3,7 +3,10 @@
 Reads top to bottom: setup (choose and check the methods, the inputs and the source model before any run exists),
 then one MLflow parent run holding the shared pieces (the target tokenizer, the source model's bits per byte), one
 child run per method (initialise the new rows, score held-out text in bits per byte, nothing trained), and the
-ranked table (metrics on the parent, ``leaderboard.json`` and ``leaderboard.md`` artifacts). The trained target
+ranked table (metrics on the parent, ``leaderboard.json`` and ``leaderboard.md`` artifacts). Energy and CO2 are
+measured per stage as ``vocadapt adapt`` measures them: each method's initialisation and scoring on its child run
+(``energy.init.kwh``, ``energy.evaluation.kwh``, ...), the per-stage sums over the whole leaderboard (tokenizer,
+helper and source scores included) on the parent, and each method's total beside its rank. The trained target
 tokenizer, the source model's bits per byte and a trained helper are kept in an artefact cache keyed by exactly
 their inputs (``platform/sweep_cache.py``), so a second leaderboard on the same inputs only initialises and scores.
 No model is written to disk and nothing is registered: it ranks starting points, ``vocadapt adapt`` trains them.
@@ -22,9 +25,10 @@ from rich.console import Console
 
 from vocadapt.components.errors import UserError
 from vocadapt.pipelines.adapt import (
-    _bits_per_byte, _train_target_tokenizer, build_helper, check_corpora, initialise_method, resolve_methods,
+    _bits_per_byte, _measure, _train_target_tokenizer, build_helper, check_corpora, initialise_method, resolve_methods,
 )
 from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.energy import EnergyLedger, log_energy
 from vocadapt.platform.sources import read_documents, resolve_inputs
 from vocadapt.platform.sweep_cache import ArtefactCache
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
@@ -42,6 +46,8 @@ class LeaderboardRow:
     bits_per_byte: dict[str, float]
     init_seconds: float
     rank: int = 0
+    energy_kwh: float | None = None  # initialisation and scoring together; None when energy is not measured
+    kg_co2eq: float | None = None
 
 
 @dataclass
@@ -60,7 +66,8 @@ class LeaderboardResult:
             "languages": self.languages,
             "source_model": self.source_bits_per_byte,
             "methods": [{"rank": row.rank, "method": row.method, "run_id": row.run_id,
-                         "bits_per_byte": row.bits_per_byte, "init_seconds": row.init_seconds} for row in self.rows],
+                         "bits_per_byte": row.bits_per_byte, "init_seconds": row.init_seconds,
+                         "energy_kwh": row.energy_kwh, "kg_co2eq": row.kg_co2eq} for row in self.rows],
             "skipped": self.skipped,
         }
 
@@ -95,6 +102,7 @@ def run_leaderboard(
     try:
         with tracker.run(f"{config.name}/leaderboard", tags=lineage | {LEADERBOARD_TAG: "zero-shot"}) as parent:
             parent_id = parent.info.run_id
+            energy = EnergyLedger(config.tracking.country_iso_code)  # every stage, the children's included
             tracker.log_params(parent_id, config.flat())
             held_out = {
                 "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
@@ -103,8 +111,10 @@ def run_leaderboard(
             source_tokenizer = load_source_tokenizer(config, inputs.source_model)
 
             console.rule("[bold]target tokenizer (cached)")
-            target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
-                config, inputs, source_tokenizer, workdir, cache)
+            with _measure(config, "tokenizer") as reading:
+                target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
+                    config, inputs, source_tokenizer, workdir, cache)
+            energy.add(reading)
             tokenizer_sha = sha256_tree(tokenizer_dir)
             tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
             tracker.log_metrics(parent_id, {"tokens_copied": len(replacement.target_to_source),
@@ -114,15 +124,19 @@ def run_leaderboard(
 
             console.rule("[bold]source model, zero-shot bits per byte (cached)")
             source_model = load_source_model(config, inputs.source_model)
-            source_bpb = cache.source_bits_per_byte(
-                config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
+            with _measure(config, "evaluation") as reading:
+                source_bpb = cache.source_bits_per_byte(
+                    config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
+            energy.add(reading)
             tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
 
             helper = None
             if any(method.needs_helper for method in configured.values()):
                 console.rule(f"[bold]helper {config.init.helper} (cached)")
-                helper = cache.helper(config, inputs, tokenizer_sha,
-                                      lambda: build_helper(config, target_tokenizer, inputs))
+                with _measure(config, "init") as reading:  # a helper is part of initialising, as in adapt
+                    helper = cache.helper(config, inputs, tokenizer_sha,
+                                          lambda: build_helper(config, target_tokenizer, inputs))
+                energy.add(reading)
             rows = []
             for name, method in configured.items():
                 console.rule(f"[bold]{name}")
@@ -130,18 +144,31 @@ def run_leaderboard(
                     run_id = child.info.run_id
                     tracker.log_params(run_id, {"method": name, "mode": config.init.mode, "helper": config.init.helper,
                                                 **{f"option.{k}": v for k, v in method.options.items()}})
+                    method_energy = EnergyLedger(config.tracking.country_iso_code)
                     started = time.perf_counter()
-                    model, record = initialise_method(config, method, source_model, source_tokenizer,
-                                                      target_tokenizer, replacement, inputs, helper)
+                    with _measure(config, "init") as reading:
+                        model, record = initialise_method(config, method, source_model, source_tokenizer,
+                                                          target_tokenizer, replacement, inputs, helper)
                     seconds = round(time.perf_counter() - started, 2)
-                    bpb = _bits_per_byte(model, target_tokenizer, held_out, config)
+                    method_energy.add(reading)
+                    with _measure(config, "evaluation") as reading:
+                        bpb = _bits_per_byte(model, target_tokenizer, held_out, config)
+                    method_energy.add(reading)
                     del model
                     tracker.log_metrics(run_id, {"init_seconds": seconds,
                                                  **{f"bpb_{k}_zero_shot": v for k, v in bpb.items()}}, step=0)
                     tracker.log_dict(run_id, record, "initialisation.json")
-                rows.append(LeaderboardRow(name, run_id, bpb, seconds))
+                    log_energy(tracker, run_id, method_energy)
+                for stage in method_energy.stages.values():
+                    energy.add(stage)
+                row = LeaderboardRow(name, run_id, bpb, seconds)
+                if method_energy.stages:
+                    totals = method_energy.metrics()
+                    row.energy_kwh, row.kg_co2eq = totals["energy.total.kwh"], totals["emissions.total.kg_co2eq"]
+                rows.append(row)
                 console.print(f"  {name}: " + ", ".join(f"{k}={v:.3f}" for k, v in bpb.items()) + f" ({seconds} s)")
             del source_model
+            log_energy(tracker, parent_id, energy)
 
             result = LeaderboardResult(parent_id, tracker.experiment_id, tracker.tracking_uri, source_bpb,
                                        rank(rows), skipped,
@@ -196,27 +223,38 @@ def markdown_table(result: LeaderboardResult) -> str:
     """The ranked table as Markdown, the source model as the reference row."""
     target, source = result.languages.get("target", "target"), result.languages.get("source", "source")
     lines = [f"| rank | method | {target} bits per byte | {source} bits per byte | vs source model ({target}) | "
-             "init s |", "| --- | --- | --- | --- | --- | --- |"]
+             "init s | Wh (init + scoring) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     reference = result.source_bits_per_byte.get("target")
     for row in result.rows:
         delta = f"{row.bits_per_byte['target'] - reference:+.3f}" if reference is not None else ""
         lines.append(f"| {row.rank} | {row.method} | {row.bits_per_byte['target']:.3f} | "
-                     f"{row.bits_per_byte.get('source', float('nan')):.3f} | {delta} | {row.init_seconds:.1f} |")
+                     f"{row.bits_per_byte.get('source', float('nan')):.3f} | {delta} | {row.init_seconds:.1f} | "
+                     f"{watt_hours(row.energy_kwh)} |")
     lines.append(f"| | source model (its own tokenizer) | {result.source_bits_per_byte.get('target', float('nan')):.3f}"
-                 f" | {result.source_bits_per_byte.get('source', float('nan')):.3f} | | |")
+                 f" | {result.source_bits_per_byte.get('source', float('nan')):.3f} | | | |")
     for method, why in result.skipped.items():
-        lines.append(f"| | {method} (skipped: {why}) | | | | |")
+        lines.append(f"| | {method} (skipped: {why}) | | | | | |")
     return "\n".join(lines) + "\n"
 
 
+def watt_hours(kwh: float | None) -> str:
+    """A method's energy for the tables, in watt-hours (a 135M model's initialisation is a fraction of one);
+    empty when it was not measured."""
+    return "" if kwh is None else f"{kwh * 1000:.3g}"
+
+
 def log_leaderboard(tracker: Tracker, parent_id: str, result: LeaderboardResult) -> None:
-    """Per-method metrics on the parent (``leaderboard.<method>.rank`` / ``.bpb_target`` / ``.bpb_source``), the
-    best method as a tag, the table as ``leaderboard.json`` and ``leaderboard.md``."""
+    """Per-method metrics on the parent (``leaderboard.<method>.rank`` / ``.bpb_target`` / ``.bpb_source`` /
+    ``.init_seconds``, and ``.energy_kwh`` / ``.kg_co2eq`` when measured), the best method as a tag, the table as
+    ``leaderboard.json`` and ``leaderboard.md``."""
     metrics = {}
     for row in result.rows:
         metrics[f"leaderboard.{row.method}.rank"] = row.rank
         metrics.update({f"leaderboard.{row.method}.bpb_{k}": v for k, v in row.bits_per_byte.items()})
         metrics[f"leaderboard.{row.method}.init_seconds"] = row.init_seconds
+        if row.energy_kwh is not None:
+            metrics[f"leaderboard.{row.method}.energy_kwh"] = row.energy_kwh
+            metrics[f"leaderboard.{row.method}.kg_co2eq"] = row.kg_co2eq
     tracker.log_metrics(parent_id, metrics)
     if result.rows:
         tracker.set_tags(parent_id, {"vocadapt.leaderboard_best": result.rows[0].method})

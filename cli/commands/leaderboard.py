@@ -53,17 +53,19 @@ def _print_table(result) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from vocadapt.pipelines.leaderboard import watt_hours
+
     target, source = result.languages["target"], result.languages["source"]
     table = Table("rank", "method", f"{target} bits/byte", f"{source} bits/byte", f"vs source ({target})", "init s",
-                  title="zero-shot held-out bits per byte (lower is better)")
+                  "Wh", title="zero-shot held-out bits per byte (lower is better)")
     reference = result.source_bits_per_byte.get("target")
     for row in result.rows:
         table.add_row(str(row.rank), row.method, f"{row.bits_per_byte['target']:.3f}",
                       f"{row.bits_per_byte.get('source', float('nan')):.3f}",
                       f"{row.bits_per_byte['target'] - reference:+.3f}" if reference is not None else "",
-                      f"{row.init_seconds:.1f}")
+                      f"{row.init_seconds:.1f}", watt_hours(row.energy_kwh))
     table.add_row("", "source model (own tokenizer)", f"{result.source_bits_per_byte.get('target', float('nan')):.3f}",
-                  f"{result.source_bits_per_byte.get('source', float('nan')):.3f}", "", "")
+                  f"{result.source_bits_per_byte.get('source', float('nan')):.3f}", "", "", "")
     console = Console()
     console.print(table)
     for method, why in result.skipped.items():

@@ -1,5 +1,6 @@
 """`vocadapt leaderboard` on a tiny model and the fixture corpora, tracked over HTTP by a real MLflow server: the
-ranked table (console, JSON, MLflow), the cache reused by a second leaderboard, and an unknown method refused."""
+ranked table (console, JSON, MLflow), each method's energy and CO2 (codecarbon, offline), the cache reused by a second
+leaderboard, and an unknown method refused."""
 
 from __future__ import annotations
 
@@ -78,6 +79,13 @@ def test_ranked_table_is_printed_logged_and_reused(world):
             row["bits_per_byte"]["target"])
         child = next(run for run in children if run.data.params["method"] == row["method"])
         assert child.data.metrics["bpb_target_zero_shot"] == pytest.approx(row["bits_per_byte"]["target"])
+        _check_energy(parent, child, row)
+    assert parent.data.metrics["energy.tokenizer.kwh"] > 0 and parent.data.metrics["energy.evaluation.kwh"] > 0
+    for stage in ("init", "evaluation"):  # the parent's per-stage sums cover its children's
+        assert parent.data.metrics[f"energy.{stage}.kwh"] >= sum(c.data.metrics[f"energy.{stage}.kwh"] for c in children)
+    assert parent.data.metrics["energy.total.kwh"] == pytest.approx(
+        sum(parent.data.metrics[f"energy.{s}.kwh"] for s in ("tokenizer", "init", "evaluation")))
+    assert "cpu:" in parent.data.tags["vocadapt.energy_mode"]
     artifacts = {item.path for item in client.list_artifacts(parent.info.run_id)}
     assert {"leaderboard.json", "leaderboard.md"} <= artifacts
     table = Path(client.download_artifacts(parent.info.run_id, "leaderboard.md", str(tmp_path))).read_text()
@@ -91,6 +99,20 @@ def test_ranked_table_is_printed_logged_and_reused(world):
     fvt = next(row for row in ranked if row["method"] == "fvt")
     assert json.loads(again.read_text())["methods"][0]["bits_per_byte"] == fvt["bits_per_byte"]
     assert json.loads(again.read_text())["source_model"] == record["source_model"]
+
+
+def _check_energy(parent, child, row) -> None:
+    """A method's energy and CO2 as `vocadapt adapt` logs them: per stage on its child run (initialisation and
+    scoring), its total beside its rank on the parent and in the ranked table."""
+    metrics = child.data.metrics
+    for stage in ("init", "evaluation"):
+        assert metrics[f"energy.{stage}.kwh"] > 0 and metrics[f"emissions.{stage}.kg_co2eq"] > 0, (row, stage)
+    assert "energy.tokenizer.kwh" not in metrics  # a shared stage stays on the parent
+    assert metrics["energy.total.kwh"] == pytest.approx(metrics["energy.init.kwh"] + metrics["energy.evaluation.kwh"])
+    assert row["energy_kwh"] == pytest.approx(metrics["energy.total.kwh"])
+    assert row["kg_co2eq"] == pytest.approx(metrics["emissions.total.kg_co2eq"])
+    assert parent.data.metrics[f"leaderboard.{row['method']}.energy_kwh"] == pytest.approx(row["energy_kwh"])
+    assert child.data.tags["vocadapt.energy_country"] == parent.data.params["tracking.country_iso_code"]
 
 
 def test_unknown_method_exits_2_and_opens_no_run(world):
