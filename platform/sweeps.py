@@ -135,10 +135,17 @@ def set_trial_value(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def trial_experiment(base_tree: dict[str, Any], assignments: dict[str, Any]) -> ExperimentConfig:
-    """The experiment config of one trial: the base with the trial's values set, validated."""
+    """The experiment config of one trial: the base with the trial's values set, validated.
+
+    A trial that chooses its methods (``init.methods`` in the search space) keeps only those methods' options: a
+    sweep over ``init.methods: [fvt, omp]`` with an ``init.options.omp.k`` axis gives its fvt trials no omp options,
+    which the adapt pipeline would refuse as options of a method the run does not use."""
     tree = copy.deepcopy(base_tree)
     for dotted, value in assignments.items():
         set_trial_value(tree, dotted, value)
+    if SINGLE_METHOD_FIELD in assignments and isinstance(tree.get("init", {}).get("options"), dict):
+        chosen = set(tree["init"].get("methods") or [])
+        tree["init"]["options"] = {name: value for name, value in tree["init"]["options"].items() if name in chosen}
     return ExperimentConfig.model_validate(tree)
 
 

@@ -156,3 +156,31 @@ def test_cli_init_omp_with_a_vectors_file(tmp_path, source_tokenizer, target_tok
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "out" / "vocadapt_init.json").read_text())
     assert record["options"] == {"k": 4} and "omp" in json.dumps(record) and "helper.vec" in json.dumps(record)
+
+
+def test_a_sweep_over_omp_resolves_each_trial_and_refuses_it_without_a_helper_before_any_trial(tmp_path):
+    """OMP as a sweep axis value, with its k as a second axis: every trial's config resolves to omp with that k
+    (what the trial hands to the surgery); without a helper the sweep stops before any trial, naming the axis."""
+    import json
+
+    from vocadapt.components.errors import UserError
+    from vocadapt.pipelines.adapt import resolve_methods
+    from vocadapt.pipelines.sweep import check_methods
+    from vocadapt.platform.sweeps import load_sweep_config, trial_experiment, validate_sweep
+
+    (tmp_path / "base.yaml").write_text(json.dumps({"name": "base", "target": {"language": "it"},
+                                                    "init": {"helper": "fasttext"}}))
+    (tmp_path / "sweep.yaml").write_text("name: s\nbase: base.yaml\nsearch_space:\n  init.methods: {grid: [fvt, omp]}\n"
+                                         "  init.options.omp.k: {grid: [4, 16]}\n")
+    sweep = load_sweep_config(tmp_path / "sweep.yaml")
+    check_methods(sweep)
+    trials = [trial_experiment(sweep.base_tree(), combination) for combination in validate_sweep(sweep)]
+    resolved = [resolve_methods(trial) for trial in trials]
+    omp_trials = [methods["omp"] for methods in resolved if "omp" in methods]
+    assert sorted(method.options["k"] for method in omp_trials) == [4, 16]
+    assert all(method.initializer is get_initializer("omp") and method.needs_helper for method in omp_trials)
+    assert any(list(methods) == ["fvt"] for methods in resolved)
+    (tmp_path / "base.yaml").write_text(json.dumps({"name": "base", "target": {"language": "it"},
+                                                    "init": {"helper": None}}))
+    with pytest.raises(UserError, match=r"search_space.init.methods: .*'omp' needs a helper.*init.helper: fasttext"):
+        check_methods(load_sweep_config(tmp_path / "sweep.yaml"))
