@@ -28,9 +28,8 @@ from tests.mlflow_server import free_port, mlflow_server
 from tests.s3_server import object_keys, s3_server
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
 
-# Runs in its own pytest process (tests/training/test_multinode_process.py starts it with this variable set): in
-# the whole suite's process, after other modules' in-process Ray sessions, Ray Train's controller for the first
-# run was once cancelled before it started (ActorDiedError); alone it passes.
+# Runs in its own pytest process (tests/training/test_multinode_process.py starts it with this variable set), so
+# no Ray session of the suite's earlier modules is in the process that drives this cluster.
 IN_OWN_PROCESS = "VOCADAPT_MULTINODE_PROCESS"
 pytestmark = [pytest.mark.timeout(600),
               pytest.mark.skipif(os.environ.get(IN_OWN_PROCESS) != "1",
@@ -39,6 +38,12 @@ pytestmark = [pytest.mark.timeout(600),
 BIN = Path(sys.executable).parent
 BUCKET = "vocadapt"
 NODE_RESOURCE = "vocadapt_lapt_node"
+# The authentication mode of the nodes and of this driver, set explicitly rather than inherited: a local
+# `ray.init()` (an earlier test's cluster in the process that starts this one) leaves RAY_AUTH_MODE=token in its
+# environment for good; a driver in token mode on these nodes rejects their untokened calls ("Missing authorization
+# header in request!"), so the GCS takes the driver for dead and cancels Ray Train's controller before it starts.
+# Ray reads the mode once per process, so test_multinode_process.py puts it in this process's environment.
+DRIVER_ENV = {"RAY_AUTH_MODE": "disabled"}
 
 
 class Cluster:
@@ -48,11 +53,12 @@ class Cluster:
     def __init__(self, folder: Path) -> None:
         self.folder, self.port, self.nodes = folder, free_port(), {}
         # Token authentication off: the nodes are this test's own, on one machine (Ray 2.59+ turns it on by default
-        # and a worker node started by `ray start --address` does not send the head's token unless told to). Ray's
-        # memory monitor off: it reads the whole machine's memory, and on a shared machine it killed these tiny
-        # workers for what other processes used (22.75 of 23.54 GB, seen once).
+        # and a worker node started by `ray start --address` does not send the head's token unless told to). The
+        # driver must use the same mode (DRIVER_ENV, checked by the `cluster` fixture). Ray's memory monitor off: it
+        # reads the whole machine's memory, and on a shared machine it killed these tiny workers for what other
+        # processes used (22.75 of 23.54 GB, seen once).
         self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
-                    "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "RAY_AUTH_MODE": "disabled",
+                    "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **DRIVER_ENV,
                     "RAY_memory_monitor_refresh_ms": "0"}
         self.env.pop("RAY_ADDRESS", None)
 
@@ -130,6 +136,10 @@ def cluster(services, tmp_path_factory):
 
     if ray.is_initialized():  # an earlier module's in-process cluster: this module drives its own
         ray.shutdown()
+    for name, value in DRIVER_ENV.items():
+        if os.environ.get(name, value) != value:
+            pytest.fail(f"{name}={os.environ[name]} in this process, {value} on the nodes: the driver would reject "
+                        "the nodes' calls; run it through test_multinode_process.py")
     nodes = Cluster(tmp_path_factory.mktemp("cluster"))
     try:
         nodes.start("head", "--num-cpus", "1")
