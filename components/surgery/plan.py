@@ -37,7 +37,19 @@ class VocabularyPlan:
             "initialised": int(len(self.new_target_ids)),
             "rows": self.rows,
             "source_rows": self.source_rows,
+            "new_id_ranges": id_ranges(self.new_target_ids.tolist()),
         }
+
+
+def id_ranges(ids: list[int]) -> list[list[int]]:
+    """Ascending ids as half-open [start, end) runs: a compact record of which rows were initialised."""
+    runs: list[list[int]] = []
+    for token_id in ids:
+        if runs and runs[-1][1] == token_id:
+            runs[-1][1] += 1
+        else:
+            runs.append([token_id, token_id + 1])
+    return runs
 
 
 def _token_ids(tokenizer: Any) -> list[int]:

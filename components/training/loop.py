@@ -20,6 +20,7 @@ from torch import nn
 from vocadapt.components.metric_logging import MetricLogger, NullLogger
 from vocadapt.components.metrics.bits_per_byte import bits_per_byte
 from vocadapt.components.training.data import LaptData, PackedMixture
+from vocadapt.components.training.head_fit import fit_new_output_rows, new_token_ids_of
 from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine
 from vocadapt.components.training.mtp import MultiTokenPrediction
 from vocadapt.components.training.objectives import Distillation, LaptObjective, objective_terms
@@ -105,6 +106,9 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     if distillation is not None:
         teacher_length = settings.teacher_max_length or settings.sequence_length
         run.teacher_flops_per_token = forward_flops_per_token(distillation.teacher, teacher_length)
+    if settings.strategy == "new-head":  # no optimizer steps over the model: nothing to resume, a fit is minutes
+        _fit_new_head(run)
+        return LaptResult(lm, run.history, run.step, run.tokens, run.trainable)
     resume_state = Path(resume_state) if resume_state else None
     if resume_state:
         _load_loop_state(run, resume_state)
@@ -158,6 +162,30 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
         if run.checkpoint_hook and run.settings.checkpoint_every and run.step % run.settings.checkpoint_every == 0:
             run.checkpoint_hook(run.step, lambda directory: _write_checkpoint(run, engine, Path(directory)), metrics)
     engine.close()
+
+
+def _fit_new_head(run: _Run) -> None:
+    """Strategy ``new-head``: the token budget's packed batches, their hidden states once, the new head rows fitted
+    ``head_fit_passes`` times over them (``head_fit.py``); logged as one step at the budget's last step."""
+    settings, started = run.settings, time.perf_counter()
+    new_ids = new_token_ids_of(run.lm)
+    batches = [run.mixture.next_batch(settings.batch_size)
+               for _ in range(run.total_steps * settings.grad_accumulation_steps)]
+    result = fit_new_output_rows(run.lm, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
+                                 passes=settings.head_fit_passes, learning_rate=settings.learning_rate,
+                                 seed=settings.seed)
+    seconds = time.perf_counter() - started
+    run.step = run.total_steps
+    run.tokens = int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
+    run.trainable["new-head"] = result.rows * run.lm.get_output_embeddings().weight.shape[1]
+    metrics = {"loss": result.loss_after, **result.metrics(), "tokens": float(run.tokens),
+               "tokens_per_second": run.tokens / seconds, "learning_rate": settings.learning_rate, "stage": 0.0}
+    metrics.update(_evaluate(run))
+    run.history.append((run.step, metrics))
+    if run.rank == 0:
+        run.logger.log_metrics(metrics, step=run.step)
+    if run.step_hook:
+        run.step_hook(run.step, metrics)
 
 
 def _train_step(run: _Run, engine, stage: Stage) -> dict[str, float]:

@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vocadapt.components.typed_settings import StrictSettings
 
-Strategy = Literal["full", "lora", "two-stage", "2x2-ls", "embeddings"]
+Strategy = Literal["full", "lora", "two-stage", "2x2-ls", "embeddings", "new-head"]
 Objective = Literal["clm", "mtp", "distill", "clm+distill", "mtp+distill"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
@@ -29,7 +29,10 @@ class LaptSettings(StrictSettings):
         description="Which parameters train: 'full' all; 'lora' LoRA on every linear layer plus embeddings and "
         "head; 'two-stage' embeddings and head first, then `second_stage`; '2x2-ls' the bottom two and top two "
         "layers plus embeddings and head ('0.01GB' §5); 'embeddings' only the embeddings and head (the body, and "
-        "with it what the source model can do, stays as it was: new tokens learn to be read and written).",
+        "with it what the source model can do, stays as it was: new tokens learn to be read and written); 'new-head' "
+        "only the LM-head rows an expansion added (init.mode expand), fitted on the frozen model's hidden states over "
+        "the token budget, `head_fit_passes` times (a tied head is untied first; objective clm; learning_rate about "
+        "1e-2): the model learns to write its new tokens, and nothing else changes (components/training/head_fit.py).",
     )
     objective: Objective = Field(
         "clm", description="'clm' next-token loss; 'mtp' adds one extra head, initialised from the LM head, that "
@@ -80,6 +83,10 @@ class LaptSettings(StrictSettings):
         1e-3, gt=0, description="two-stage: learning rate of the embeddings-only stage ('Design choices' §3.2)."
     )
     second_stage: Literal["full", "lora"] = Field("full", description="two-stage: what trains after stage one.")
+    head_fit_passes: int = Field(
+        12, ge=1, description="new-head: passes over the hidden states of the token budget (each pass costs a "
+        "positions x new-rows product, not a forward pass of the model)."
+    )
     lora_rank: int = Field(8, ge=1, description="LoRA rank (lora strategies).")
     lora_alpha: int = Field(16, ge=1, description="LoRA alpha (scale alpha / rank).")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")
@@ -132,6 +139,9 @@ class LaptSettings(StrictSettings):
     def _budget(self) -> LaptSettings:
         if not self.has_budget:
             raise ValueError("LAPT needs a budget: set max_steps or max_tokens to a positive number")
+        if self.strategy == "new-head" and self.objective != "clm":
+            raise ValueError(f"strategy 'new-head' fits the new head rows with the next-token loss only; objective "
+                             f"{self.objective!r} needs a trained body: set objective clm, or another strategy")
         return self
 
     @property

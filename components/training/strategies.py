@@ -6,6 +6,8 @@
 - ``two-stage``: first only the input embeddings and the LM head (at ``stage_one_learning_rate``), then ``full`` or
   ``lora`` (``second_stage``).
 - ``2x2-ls``: the bottom two and top two transformer layers, plus embeddings and head (Remy et al. 2024).
+- ``new-head``: only the LM-head rows an expansion added, fitted on the frozen model's hidden states
+  (``head_fit.py``; not a loop of optimizer steps over the model).
 
 With the ``mtp`` objective the extra prediction head is trained in every stage.
 """
@@ -32,7 +34,8 @@ class Stage:
 def plan_stages(settings: LaptSettings, total_steps: int) -> list[Stage]:
     """The stages of a run, their step counts summing to ``total_steps``."""
     if settings.strategy != "two-stage":
-        kind = {"full": "full", "lora": "lora", "2x2-ls": "2x2-ls", "embeddings": "embeddings"}[settings.strategy]
+        kind = {"full": "full", "lora": "lora", "2x2-ls": "2x2-ls", "embeddings": "embeddings",
+                "new-head": "new-head"}[settings.strategy]
         return [Stage(kind, total_steps, settings.learning_rate, settings.warmup_steps, settings.schedule)]
     if total_steps < 2:
         raise ValueError("the two-stage strategy needs at least 2 steps; raise max_steps or max_tokens")

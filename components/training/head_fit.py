@@ -1,0 +1,182 @@
+"""Fit the new tokens' LM-head rows on the frozen model's own hidden states (LAPT strategy ``new-head``).
+
+After an expansion the new tokens exist but the model never writes them: a new row set from its pieces' rows (FVT,
+Align, ...) gives a logit near the mean of theirs, below the first piece's, so greedy decoding keeps spelling words
+piece by piece and the shorter vocabulary saves nothing when generating (``recovery`` benchmark: %Gen 0 after full
+LAPT at 15K tokens). Here only the new rows of the output embedding learn, with the next-token loss over the whole
+vocabulary, on the expanded model's own hidden states:
+
+1. the body runs forward once, without gradients, over packed training sequences tokenized with the expanded
+   tokenizer; the last hidden state of every position is kept (positions x hidden);
+2. the old rows are frozen, so each position's log-sum-exp over them and the logit of an old target are computed
+   once;
+3. the new rows (N x hidden) are fitted by Adam over several passes of those positions: per pass, only an
+   ``positions x N`` product, not a forward pass of the body.
+
+The body and every source row stay exactly as they were, so the source language is untouched wherever its
+tokenization is (what the expansion guard ensures). A tied model is untied first (the head becomes its own copy of
+the embeddings, and ``tie_word_embeddings`` is set false): the input rows keep their initialisation, since a row
+fitted to be *predicted* reads worse as an input (measured: Italian bits per byte 3.13 -> 3.91 tied, see
+BENCHMARKS.md "Recovery"). Untying adds vocabulary x hidden parameters but no FLOPs per token.
+
+Pure computation; on several ranks (``torch.distributed`` initialised) each rank fits on its own positions and the
+new rows' gradient is averaged, so every rank ends with the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class HeadFitResult:
+    rows: int  # new rows fitted
+    positions: int  # training positions (all ranks)
+    new_targets: int  # positions whose next token is a new one (all ranks)
+    loss_before: float  # next-token loss over the positions, whole vocabulary, before the fit
+    loss_after: float
+    passes: int
+    untied: bool  # the head was tied to the input embeddings and was untied
+
+    def metrics(self) -> dict[str, float]:
+        return {"head_fit_loss_before": self.loss_before, "head_fit_loss_after": self.loss_after,
+                "head_fit_positions": float(self.positions), "head_fit_new_targets": float(self.new_targets),
+                "head_fit_rows": float(self.rows)}
+
+
+def untie_output_embeddings(model: nn.Module) -> bool:
+    """Give a tied model its own LM head, a copy of the input embeddings; True when it was tied."""
+    head, embeddings = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is None:
+        raise ValueError("the model has no LM head whose new rows could be fitted")
+    if head.weight is not embeddings.weight:
+        return False
+    head.weight = nn.Parameter(embeddings.weight.detach().clone())
+    model.config.tie_word_embeddings = False
+    if hasattr(model.config, "get_text_config"):
+        model.config.get_text_config().tie_word_embeddings = False
+    return True
+
+
+def new_token_ids_of(model: nn.Module) -> list[int]:
+    """The ids an expansion added, from the surgery's record (``config.vocadapt_init``)."""
+    record = getattr(model.config, "vocadapt_init", None) or {}
+    ranges = record.get("new_id_ranges")
+    if record.get("mode") != "expand" or ranges is None:
+        raise ValueError("strategy 'new-head' fits the rows an expansion added, and this model has no record of "
+                         "an expansion (config.vocadapt_init with mode 'expand' and new_id_ranges); adapt it with "
+                         "init.mode expand, or use strategy 'embeddings' or 'full'")
+    return [token_id for start, end in ranges for token_id in range(start, end)]
+
+
+@torch.no_grad()
+def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions x hidden) last hidden states and (positions,) next-token ids, real positions only."""
+    body = model.base_model
+    states, targets = [], []
+    device = next(model.parameters()).device
+    for input_ids, attention_mask in batches:
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        keep = (attention_mask[:, :-1] * attention_mask[:, 1:]).bool()
+        states.append(hidden[:, :-1][keep].float())
+        targets.append(input_ids[:, 1:][keep])
+    return torch.cat(states), torch.cat(targets)
+
+
+def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                        new_token_ids: Sequence[int], *, passes: int = 12, learning_rate: float = 1e-2,
+                        positions_per_update: int = 4096, seed: int = 0) -> HeadFitResult:
+    """Fit the LM-head rows of ``new_token_ids`` to the next-token targets of ``batches`` ((input_ids,
+    attention_mask) pairs tokenized with the model's expanded tokenizer); every other parameter is left as it was.
+    See the module docstring. Deterministic for a given seed, batches and device."""
+    if passes < 1:
+        raise ValueError(f"passes must be at least 1, got {passes}")
+    new_ids = torch.as_tensor(sorted(set(new_token_ids)), dtype=torch.long)
+    if not len(new_ids):
+        raise ValueError("no new token ids to fit")
+    untied = untie_output_embeddings(model)
+    head = model.get_output_embeddings()
+    weight = head.weight
+    if int(new_ids.max()) >= weight.shape[0]:
+        raise ValueError(f"new token id {int(new_ids.max())} is past the head's {weight.shape[0]} rows")
+    was_training = model.training
+    model.eval()
+    hidden, targets = _hidden_states(model, batches)
+    device = hidden.device
+    new_ids = new_ids.to(device)
+    is_new = torch.zeros(weight.shape[0], dtype=torch.bool, device=device)
+    is_new[new_ids] = True
+    old_ids = (~is_new).nonzero().squeeze(1)
+    column = torch.full((weight.shape[0],), -1, dtype=torch.long, device=device)
+    column[new_ids] = torch.arange(len(new_ids), device=device)
+    bias = head.bias.detach().float() if getattr(head, "bias", None) is not None else None
+    with torch.no_grad():
+        old_rows = weight.detach()[old_ids].float()
+        old_bias = bias[old_ids] if bias is not None else None
+        old_lse, target_logit = [], []
+        for start in range(0, len(hidden), positions_per_update):
+            logits = hidden[start:start + positions_per_update] @ old_rows.T
+            if old_bias is not None:
+                logits += old_bias
+            old_lse.append(torch.logsumexp(logits, dim=-1))
+            chunk_targets = targets[start:start + positions_per_update]
+            row = weight.detach()[chunk_targets].float()
+            target_logit.append((hidden[start:start + positions_per_update] * row).sum(-1)
+                                + (bias[chunk_targets] if bias is not None else 0))
+        old_lse, old_target_logit = torch.cat(old_lse), torch.cat(target_logit)
+    target_column = column[targets]
+    target_is_new = target_column >= 0
+    new_bias = bias[new_ids] if bias is not None else None
+    rows = weight.detach()[new_ids].float().clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([rows], lr=learning_rate)
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    generator = torch.Generator().manual_seed(seed)
+
+    def loss_of(index: torch.Tensor) -> torch.Tensor:
+        logits = hidden[index] @ rows.T
+        if new_bias is not None:
+            logits = logits + new_bias
+        total = torch.logaddexp(old_lse[index], torch.logsumexp(logits, dim=-1))
+        picked = logits.gather(1, target_column[index].clamp(min=0)[:, None]).squeeze(1)
+        return (total - torch.where(target_is_new[index], picked, old_target_logit[index])).sum()
+
+    def mean_loss() -> float:
+        with torch.no_grad():
+            total = sum(float(loss_of(torch.arange(s, min(s + positions_per_update, len(hidden)), device=device)))
+                        for s in range(0, len(hidden), positions_per_update))
+        counts = torch.tensor([total, float(len(hidden))], dtype=torch.float64, device=device)
+        if distributed:
+            torch.distributed.all_reduce(counts)
+        return float(counts[0] / counts[1])
+
+    loss_before = mean_loss()
+    updates = -(-len(hidden) // positions_per_update)
+    if distributed:  # every rank takes the same number of optimizer steps
+        count = torch.tensor([updates], dtype=torch.long, device=device)
+        torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MIN)
+        updates = int(count)
+    for _ in range(passes):
+        order = torch.randperm(len(hidden), generator=generator).to(device)
+        for update in range(updates):
+            index = order[update * positions_per_update:(update + 1) * positions_per_update]
+            optimizer.zero_grad()
+            (loss_of(index) / max(1, len(index))).backward()
+            if distributed:
+                torch.distributed.all_reduce(rows.grad)
+                rows.grad /= torch.distributed.get_world_size()
+            optimizer.step()
+    with torch.no_grad():
+        weight[new_ids] = rows.detach().to(weight.dtype)
+    loss_after = mean_loss()
+    counts = torch.tensor([float(len(hidden)), float(target_is_new.sum())], dtype=torch.float64, device=device)
+    if distributed:
+        torch.distributed.all_reduce(counts)
+    model.train(was_training)
+    return HeadFitResult(rows=len(new_ids), positions=int(counts[0]), new_targets=int(counts[1]),
+                         loss_before=loss_before, loss_after=loss_after, passes=passes, untied=untied)

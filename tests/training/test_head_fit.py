@@ -1,0 +1,100 @@
+"""Strategy ``new-head``: only the new LM-head rows learn, on the frozen model's hidden states."""
+
+import pytest
+import torch
+
+from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
+from vocadapt.components.metric_logging import InMemoryLogger
+from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+from vocadapt.components.training.head_fit import fit_new_output_rows, new_token_ids_of
+
+VOCABULARY, NEW = 48, list(range(40, 48))  # ids 40..47 play the tokens an expansion added
+
+
+def _planted_batches(seed: int = 0):
+    """Random old-token sequences in which token 7 is always followed by the new token 44."""
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(6):
+        ids = torch.randint(0, 40, (4, 24), generator=generator)
+        ids[:, ::3] = 7
+        ids[:, 1::3] = 44
+        batches.append((ids, torch.ones_like(ids)))
+    return batches
+
+
+def _next_token_after(model, token: int) -> int:
+    with torch.no_grad():
+        return int(model(torch.tensor([[3, token]])).logits[0, -1].argmax())
+
+
+def test_only_the_new_head_rows_learn_and_the_model_writes_them():
+    model = make_model(VOCABULARY, tie=True)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    assert _next_token_after(model, 7) != 44
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2)
+    assert result.untied and model.config.tie_word_embeddings is False
+    assert model.lm_head.weight is not model.model.embed_tokens.weight
+    assert result.loss_after < result.loss_before
+    assert result.new_targets == 6 * 4 * 8  # each 7 -> 44 pair whose 44 is inside the sequence
+    assert _next_token_after(model, 7) == 44  # it now writes the new token where the data has it
+    head = model.lm_head.weight.detach()
+    old = [i for i in range(VOCABULARY) if i not in NEW]
+    assert torch.equal(head[old], before["model.embed_tokens.weight"][old])  # old head rows: bit for bit
+    assert not torch.equal(head[NEW], before["model.embed_tokens.weight"][NEW])
+    for name, param in model.named_parameters():  # body and input rows, new ones included, as they were
+        if name != "lm_head.weight":
+            assert torch.equal(param, before[name]), name
+
+
+def test_same_seed_same_rows_byte_for_byte():
+    rows = []
+    for _ in range(2):
+        model = make_model(VOCABULARY, tie=False)
+        fit_new_output_rows(model, _planted_batches(), NEW, passes=3, seed=5)
+        rows.append(model.lm_head.weight.detach()[NEW].numpy().tobytes())
+    assert rows[0] == rows[1]
+
+
+def test_an_untied_head_stays_untied_and_its_old_rows_stay():
+    model = make_model(VOCABULARY, tie=False)
+    old_head = model.lm_head.weight.detach().clone()
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=2)
+    assert not result.untied
+    assert torch.equal(model.lm_head.weight.detach()[:40], old_head[:40])
+
+
+def test_bad_inputs_are_named():
+    model = make_model(VOCABULARY)
+    with pytest.raises(ValueError, match="past the head"):
+        fit_new_output_rows(model, _planted_batches(), [VOCABULARY + 3])
+    with pytest.raises(ValueError, match="passes"):
+        fit_new_output_rows(model, _planted_batches(), NEW, passes=0)
+    with pytest.raises(ValueError, match="init.mode expand"):  # no record of an expansion
+        new_token_ids_of(model)
+    model.config.vocadapt_init = {"mode": "replace", "new_id_ranges": [[0, 4]]}
+    with pytest.raises(ValueError, match="init.mode expand"):
+        new_token_ids_of(model)
+    with pytest.raises(ValueError, match="objective clm"):
+        LaptSettings(strategy="new-head", objective="mtp", max_steps=2)
+
+
+def test_lapt_strategy_new_head_fits_the_recorded_expansion(tokenizer):
+    model = make_model(len(tokenizer), tie=True)
+    vocabulary = len(tokenizer)
+    model.config.vocadapt_init = {"mode": "expand", "new_id_ranges": [[vocabulary - 40, vocabulary]]}
+    assert new_token_ids_of(model) == list(range(vocabulary - 40, vocabulary))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    logger = InMemoryLogger()
+    settings = LaptSettings(strategy="new-head", max_steps=3, batch_size=2, sequence_length=16, learning_rate=1e-2,
+                            head_fit_passes=4, seed=0)
+    result = train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings, logger,
+                        eval_documents={"target": ITALIAN[:2]})
+    assert result.steps == 3 and result.tokens == 3 * 2 * 16
+    assert result.trainable_parameters == {"new-head": 40 * model.config.hidden_size}
+    (step, metrics), = result.history
+    assert step == 3 and metrics["head_fit_loss_after"] <= metrics["head_fit_loss_before"]
+    assert "bits_per_byte_target" in metrics
+    changed = {name for name, p in result.model.named_parameters()
+               if name not in before or not torch.equal(p, before[name])}
+    assert changed == {"lm_head.weight"}
