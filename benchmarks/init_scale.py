@@ -43,7 +43,8 @@ TARGET_VOCAB = 32_768
 HOME = Path(os.environ.get("VOCADAPT_HOME", Path.home() / ".cache" / "vocadapt"))
 SOURCE_TOKENIZER = HOME / "models" / "smollm2-135m"
 CORPUS = HOME / "corpora" / "it" / "train.txt"
-METHODS = ["random", "multivariate", "random_token", "fvt", "merge", "align", "clp", "focus", "sava", "salt", "omp"]
+METHODS = ["random", "multivariate", "random_token", "fvt", "merge", "align", "clp", "focus", "sava", "salt", "omp",
+           "wechsel"]
 
 
 def _random_bf16(rows: int, generator) -> "torch.Tensor":
@@ -150,8 +151,13 @@ def run_child(work: Path, method: str) -> dict:
         return fvt_python_loop(work)
     name, _, path = method.partition("@")
     helper = f"vectors:{work / 'helper.vec'}" if get_initializer(name).needs_helper else None
+    options = None
+    if name == "wechsel":  # the English and Italian fastText models and dictionary `vocadapt assets` builds
+        from vocadapt.platform.word_vectors import resolve_wechsel_options
+
+        options = resolve_wechsel_options({}, "en", "it")
     record = adapt_checkpoint(
-        work / "source", work / "target", work / "out" / method, name, helper=helper,
+        work / "source", work / "target", work / "out" / method, name, helper=helper, options=options,
         corpus_files=[str(CORPUS)], overwrite=True,
         memory_budget_bytes=None if path == "whole" else BUDGET_MB * 1024 * 1024,
     )
