@@ -140,33 +140,11 @@ def run_leaderboard(
             rows = []
             for name, method in configured.items():
                 console.rule(f"[bold]{name}")
-                with tracker.run(f"{config.name}/leaderboard/{name}", parent_run_id=parent_id, tags=lineage) as child:
-                    run_id = child.info.run_id
-                    tracker.log_params(run_id, {"method": name, "mode": config.init.mode, "helper": config.init.helper,
-                                                **{f"option.{k}": v for k, v in method.options.items()}})
-                    method_energy = EnergyLedger(config.tracking.country_iso_code)
-                    started = time.perf_counter()
-                    with _measure(config, "init") as reading:
-                        model, record = initialise_method(config, method, source_model, source_tokenizer,
-                                                          target_tokenizer, replacement, inputs, helper)
-                    seconds = round(time.perf_counter() - started, 2)
-                    method_energy.add(reading)
-                    with _measure(config, "evaluation") as reading:
-                        bpb = _bits_per_byte(model, target_tokenizer, held_out, config)
-                    method_energy.add(reading)
-                    del model
-                    tracker.log_metrics(run_id, {"init_seconds": seconds,
-                                                 **{f"bpb_{k}_zero_shot": v for k, v in bpb.items()}}, step=0)
-                    tracker.log_dict(run_id, record, "initialisation.json")
-                    log_energy(tracker, run_id, method_energy)
-                for stage in method_energy.stages.values():
-                    energy.add(stage)
-                row = LeaderboardRow(name, run_id, bpb, seconds)
-                if method_energy.stages:
-                    totals = method_energy.metrics()
-                    row.energy_kwh, row.kg_co2eq = totals["energy.total.kwh"], totals["emissions.total.kg_co2eq"]
+                shared = (source_model, source_tokenizer, target_tokenizer, replacement, inputs, helper, held_out)
+                row = score_method(config, tracker, parent_id, lineage, name, method, shared, energy)
                 rows.append(row)
-                console.print(f"  {name}: " + ", ".join(f"{k}={v:.3f}" for k, v in bpb.items()) + f" ({seconds} s)")
+                console.print(f"  {name}: " + ", ".join(f"{k}={v:.3f}" for k, v in row.bits_per_byte.items())
+                              + f" ({row.init_seconds} s)")
             del source_model
             log_energy(tracker, parent_id, energy)
 
@@ -177,6 +155,40 @@ def run_leaderboard(
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def score_method(config: ExperimentConfig, tracker: Tracker, parent_id: str, lineage: dict[str, str], name: str,
+                 method: Any, shared: tuple, energy: EnergyLedger) -> LeaderboardRow:
+    """One method on its own child run: initialise, score the held-out text, log the scores and the energy of both
+    stages there (and add them to the parent's ``energy``). ``shared``: (source model, source tokenizer, target
+    tokenizer, replacement, inputs, helper, held-out documents)."""
+    source_model, source_tokenizer, target_tokenizer, replacement, inputs, helper, held_out = shared
+    method_energy = EnergyLedger(config.tracking.country_iso_code)
+    with tracker.run(f"{config.name}/leaderboard/{name}", parent_run_id=parent_id, tags=lineage) as child:
+        run_id = child.info.run_id
+        tracker.log_params(run_id, {"method": name, "mode": config.init.mode, "helper": config.init.helper,
+                                    **{f"option.{k}": v for k, v in method.options.items()}})
+        started = time.perf_counter()
+        with _measure(config, "init") as reading:
+            model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
+                                              replacement, inputs, helper)
+        seconds = round(time.perf_counter() - started, 2)
+        method_energy.add(reading)
+        with _measure(config, "evaluation") as reading:
+            bpb = _bits_per_byte(model, target_tokenizer, held_out, config)
+        method_energy.add(reading)
+        del model
+        tracker.log_metrics(run_id, {"init_seconds": seconds, **{f"bpb_{k}_zero_shot": v for k, v in bpb.items()}},
+                            step=0)
+        tracker.log_dict(run_id, record, "initialisation.json")
+        log_energy(tracker, run_id, method_energy)
+    for stage in method_energy.stages.values():
+        energy.add(stage)
+    row = LeaderboardRow(name, run_id, bpb, seconds)
+    if method_energy.stages:
+        totals = method_energy.metrics()
+        row.energy_kwh, row.kg_co2eq = totals["energy.total.kwh"], totals["emissions.total.kg_co2eq"]
+    return row
 
 
 def choose_methods(config: ExperimentConfig, methods: list[str] | None) -> tuple[ExperimentConfig, dict[str, str]]:
