@@ -13,11 +13,12 @@ import torch
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     RoleSharedCache,
-    columnwise_gaussian_rows,
+    UNSEEN_RULES,
     helper_rows,
     ids_key,
     overlap_pairs,
     require_helper,
+    unseen_rows,
 )
 
 HELPERS = ("model", "vectors", "fasttext")
@@ -102,7 +103,7 @@ def effective_k(k: int, anchors: int, helper_dimension: int) -> int:
 
 
 @register_initializer("omp", needs_helper=True, helpers=HELPERS, columnwise=True)
-def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
+def omp(problem: InitProblem, *, k: int = 64, unseen: str = "random") -> torch.Tensor:
     """(N, hidden): row i = sum_j c_ij source_matrix[s_j], where helper(t_i) ~= sum_j c_ij helper(shared_j) is the
     k-atom orthogonal matching pursuit of the new token's helper vector over the shared tokens' helper vectors.
 
@@ -111,10 +112,10 @@ def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
     The pursuit reads only the helper, so an untied model's LM head reuses the input embeddings' pursuit and
     applies its coefficients to the head's own source rows. A new token without a helper vector gets a random row
     from N(mu, sigma^2), as in the other helper methods, drawn column by column (``columnwise_gaussian_rows``);
-    tokensurgeon writes zero rows for tokens the donor lacks.
+    tokensurgeon writes zero rows for tokens the donor lacks. ``unseen="fvt"`` gives such a token its FVT row.
     """
-    if k < 1:
-        raise ValueError(f"omp needs k >= 1, got {k}")
+    if k < 1 or unseen not in UNSEEN_RULES:
+        raise ValueError(f"omp needs k >= 1 and unseen {'|'.join(UNSEEN_RULES)}, got {k} and {unseen!r}")
     helper = require_helper(problem, "omp")
     overlap_targets, overlap_sources = overlap_pairs(problem)
     anchors, anchor_known = helper_rows(helper, overlap_targets)
@@ -136,5 +137,5 @@ def omp(problem: InitProblem, *, k: int = 64) -> torch.Tensor:
     rows[has_vector] = torch.nn.functional.embedding_bag(indices, anchor_rows, per_sample_weights=coefficients,
                                                          mode="sum")
     if not bool(has_vector.all()):
-        rows[~has_vector] = columnwise_gaussian_rows(problem, int((~has_vector).sum()))
+        rows[~has_vector] = unseen_rows(problem, ~has_vector, unseen)
     return rows

@@ -184,3 +184,26 @@ def test_a_sweep_over_omp_resolves_each_trial_and_refuses_it_without_a_helper_be
                                                     "init": {"helper": None}}))
     with pytest.raises(UserError, match=r"search_space.init.methods: .*'omp' needs a helper.*init.helper: fasttext"):
         check_methods(load_sweep_config(tmp_path / "sweep.yaml"))
+
+
+def test_unseen_fvt_gives_tokens_without_a_vector_their_fvt_rows(source_tokenizer, expanded_tokenizer, fasttext_helper):
+    """unseen="fvt": a new token the helper has no vector for gets its FVT row, drawn from nothing; every other row
+    is the pursuit's, as with the default (random rows for those tokens)."""
+    import dataclasses
+
+    from vocadapt.components.initializers._common import helper_rows
+    from vocadapt.components.surgery import plan_vocabulary
+
+    plan = plan_vocabulary(source_tokenizer, expanded_tokenizer, source_rows=len(source_tokenizer), mode="expand")
+    _, known = helper_rows(fasttext_helper, plan.new_target_ids)
+    assert 0 < int((~known).sum()) < len(known)  # the helper was trained for another tokenizer: some ids lack one
+    source = torch.randn(len(source_tokenizer), 16, generator=torch.Generator().manual_seed(2))
+    problem = InitProblem(source, plan.new_target_ids, plan.target_to_source, source_tokenizer, expanded_tokenizer,
+                          helper=fasttext_helper)
+    method = get_initializer("omp").function
+    default, with_fvt = method(problem, k=4), method(problem, k=4, unseen="fvt")
+    fvt_rows = get_initializer("fvt").function(dataclasses.replace(problem, new_target_ids=plan.new_target_ids[~known]))
+    assert torch.equal(with_fvt[~known], fvt_rows) and torch.equal(with_fvt[known], default[known])
+    assert not torch.equal(default[~known], fvt_rows)
+    with pytest.raises(ValueError, match=r"unseen random\|fvt, got 4 and .zero."):
+        method(problem, k=4, unseen="zero")

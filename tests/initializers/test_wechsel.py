@@ -163,6 +163,8 @@ def test_bad_inputs_name_the_option_and_the_fix(tmp_path, reference):
         method(problem, **{**FILES, "dictionary": str(tmp_path / "foreign.txt")})
     with pytest.raises(ValueError, match="neighbors >= 1"):
         method(problem, **FILES, neighbors=0)
+    with pytest.raises(ValueError, match=r"unseen random\|fvt, got .*'zero'"):
+        method(problem, **FILES, unseen="zero")
 
 
 def test_command_line_init_with_wechsel(tmp_path, source_tokenizer, target_tokenizer):
