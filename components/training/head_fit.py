@@ -14,10 +14,12 @@ vocabulary, on the expanded model's own hidden states:
    ``positions x N`` product, not a forward pass of the body.
 
 The body and every source row stay exactly as they were, so the source language is untouched wherever its
-tokenization is (what the expansion guard ensures). A tied model is untied first (the head becomes its own copy of
-the embeddings, and ``tie_word_embeddings`` is set false): the input rows keep their initialisation, since a row
-fitted to be *predicted* reads worse as an input (measured: Italian bits per byte 3.13 -> 3.91 tied, see
-BENCHMARKS.md "Recovery"). Untying adds vocabulary x hidden parameters but no FLOPs per token.
+tokenization is (what the expansion guard ensures). With tied embeddings the fitted rows are also the new tokens'
+input rows (the hidden states were computed with the rows before the fit); ``untie=True`` gives the head its own
+copy first, so the input rows keep their initialisation, at the cost of vocabulary x hidden more parameters (no more
+FLOPs per token). On SmolLM2-135M expanded by 5,000 Italian tokens, the same fit tied and untied gave the same
+held-out Italian bits per byte (3.91 and 3.91) and the tied model generated more of its new tokens (59% against
+19%), so tied is the default (BENCHMARKS.md, "Recovery").
 
 Pure computation; on several ranks (``torch.distributed`` initialised) each rank fits on its own positions and the
 new rows' gradient is averaged, so every rank ends with the same rows.
@@ -40,7 +42,7 @@ class HeadFitResult:
     loss_before: float  # next-token loss over the positions, whole vocabulary, before the fit
     loss_after: float
     passes: int
-    untied: bool  # the head was tied to the input embeddings and was untied
+    untied: bool  # the head was tied to the input embeddings and was untied (untie=True)
 
     def metrics(self) -> dict[str, float]:
         return {"head_fit_loss_before": self.loss_before, "head_fit_loss_after": self.loss_after,
@@ -91,7 +93,7 @@ def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
 
 def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
                         new_token_ids: Sequence[int], *, passes: int = 12, learning_rate: float = 1e-2,
-                        positions_per_update: int = 4096, seed: int = 0) -> HeadFitResult:
+                        positions_per_update: int = 4096, seed: int = 0, untie: bool = False) -> HeadFitResult:
     """Fit the LM-head rows of ``new_token_ids`` to the next-token targets of ``batches`` ((input_ids,
     attention_mask) pairs tokenized with the model's expanded tokenizer); every other parameter is left as it was.
     See the module docstring. Deterministic for a given seed, batches and device."""
@@ -100,8 +102,10 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
     new_ids = torch.as_tensor(sorted(set(new_token_ids)), dtype=torch.long)
     if not len(new_ids):
         raise ValueError("no new token ids to fit")
-    untied = untie_output_embeddings(model)
+    untied = untie_output_embeddings(model) if untie else False
     head = model.get_output_embeddings()
+    if head is None:
+        raise ValueError("the model has no LM head whose new rows could be fitted")
     weight = head.weight
     if int(new_ids.max()) >= weight.shape[0]:
         raise ValueError(f"new token id {int(new_ids.max())} is past the head's {weight.shape[0]} rows")

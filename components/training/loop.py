@@ -173,7 +173,7 @@ def _fit_new_head(run: _Run) -> None:
                for _ in range(run.total_steps * settings.grad_accumulation_steps)]
     result = fit_new_output_rows(run.lm, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
                                  passes=settings.head_fit_passes, learning_rate=settings.learning_rate,
-                                 seed=settings.seed)
+                                 seed=settings.seed, untie=settings.head_fit_untie)
     seconds = time.perf_counter() - started
     run.step = run.total_steps
     run.tokens = int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count

@@ -31,8 +31,8 @@ class LaptSettings(StrictSettings):
         "layers plus embeddings and head ('0.01GB' §5); 'embeddings' only the embeddings and head (the body, and "
         "with it what the source model can do, stays as it was: new tokens learn to be read and written); 'new-head' "
         "only the LM-head rows an expansion added (init.mode expand), fitted on the frozen model's hidden states over "
-        "the token budget, `head_fit_passes` times (a tied head is untied first; objective clm; learning_rate about "
-        "1e-2): the model learns to write its new tokens, and nothing else changes (components/training/head_fit.py).",
+        "the token budget, `head_fit_passes` times (objective clm; learning_rate about 1e-2; `head_fit_untie` "
+        "gives a tied head its own rows first): the model learns to write its new tokens, and nothing else changes (components/training/head_fit.py).",
     )
     objective: Objective = Field(
         "clm", description="'clm' next-token loss; 'mtp' adds one extra head, initialised from the LM head, that "
@@ -86,6 +86,10 @@ class LaptSettings(StrictSettings):
     head_fit_passes: int = Field(
         12, ge=1, description="new-head: passes over the hidden states of the token budget (each pass costs a "
         "positions x new-rows product, not a forward pass of the model)."
+    )
+    head_fit_untie: bool = Field(
+        False, description="new-head: give a tied model its own LM head before the fit, so the new input rows keep "
+        "their initialisation (vocabulary x hidden more parameters, no more FLOPs per token)."
     )
     lora_rank: int = Field(8, ge=1, description="LoRA rank (lora strategies).")
     lora_alpha: int = Field(16, ge=1, description="LoRA alpha (scale alpha / rank).")

@@ -32,7 +32,7 @@ def test_only_the_new_head_rows_learn_and_the_model_writes_them():
     model = make_model(VOCABULARY, tie=True)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     assert _next_token_after(model, 7) != 44
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2, untie=True)
     assert result.untied and model.config.tie_word_embeddings is False
     assert model.lm_head.weight is not model.model.embed_tokens.weight
     assert result.loss_after < result.loss_before
@@ -45,6 +45,15 @@ def test_only_the_new_head_rows_learn_and_the_model_writes_them():
     for name, param in model.named_parameters():  # body and input rows, new ones included, as they were
         if name != "lm_head.weight":
             assert torch.equal(param, before[name]), name
+
+
+def test_a_tied_model_stays_tied_by_default_and_only_its_new_rows_change():
+    model = make_model(VOCABULARY, tie=True)
+    before = model.model.embed_tokens.weight.detach().clone()
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2)
+    assert not result.untied and model.lm_head.weight is model.model.embed_tokens.weight
+    assert torch.equal(model.lm_head.weight.detach()[:40], before[:40])
+    assert _next_token_after(model, 7) == 44
 
 
 def test_same_seed_same_rows_byte_for_byte():
@@ -97,4 +106,6 @@ def test_lapt_strategy_new_head_fits_the_recorded_expansion(tokenizer):
     assert "bits_per_byte_target" in metrics
     changed = {name for name, p in result.model.named_parameters()
                if name not in before or not torch.equal(p, before[name])}
-    assert changed == {"lm_head.weight"}
+    assert changed == {"model.embed_tokens.weight"}  # tied: the one shared matrix, its new rows only
+    weight = result.model.model.embed_tokens.weight.detach()
+    assert torch.equal(weight[: vocabulary - 40], before["model.embed_tokens.weight"][: vocabulary - 40])
