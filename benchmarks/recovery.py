@@ -7,7 +7,9 @@ Italian and English training text (75/25) and the same token budget (steps x bat
 - ``expand-<objective>``: the source vocabulary expanded with the 5,000 most frequent new tokens of that BPE on the
   corpus, the English word list protected (English tokenizes as before);
 - objectives ``clm``, ``distill`` (ALM from the source model, cross-tokenizer) and ``clm+distill``;
-- ``0.01gb``: the "0.01GB" paper's recipe as a baseline (expand + Align + 2x2 layer selection + MTP).
+- ``0.01gb``: the "0.01GB" paper's recipe as a baseline (expand + Align + 2x2 layer selection + MTP);
+- ``<arm>@<strategy>``: that arm under another ``lapt.strategy`` (``expand-clm@embeddings``, ``expand-clm@new-head``:
+  only the new LM-head rows, fitted on the frozen model's hidden states of the same token budget).
 
 Every ``--eval-every`` steps, for every arm (step 0 once per vocabulary: the arms of one vocabulary start from the
 same model), and once for the source model:
@@ -160,7 +162,7 @@ def train_arm(spec: Arm, world, args, log) -> list[tuple[int, dict[str, float]]]
     settings = LaptSettings(max_steps=args.steps, batch_size=args.batch_size, sequence_length=args.sequence_length,
                             learning_rate=args.learning_rate, warmup_steps=max(1, args.steps // 10),
                             objective=spec.objective, strategy=spec.strategy, seed=0, peak_flops=1e12,
-                            mixing={"target": 0.75, "source": 0.25})
+                            mixing={"target": 0.75, "source": 0.25}, head_fit_passes=args.head_fit_passes)
     curve: list[tuple[int, dict[str, float]]] = []
 
     def every(step: int, metrics: dict) -> None:
@@ -250,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--learning-rate", type=float, default=3e-4)
     parser.add_argument("--arms", nargs="+", default=list(ARMS))
+    parser.add_argument("--head-fit-passes", type=int, default=12,
+                        help="passes over the hidden states for arms @new-head (lapt.head_fit_passes)")
     parser.add_argument("--vocabulary", type=int, default=16384)
     parser.add_argument("--expand-top-k", type=int, default=5000)
     parser.add_argument("--tokenizer-lines", type=int, default=20000)
