@@ -120,6 +120,9 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
                        resume_state if index == run.stage_index else None)
         start = end
     trained = merge_lora(lm)
+    if settings.head_fit_after:  # once, after the last optimizer step (a resumed run reaches it again)
+        run.lm = trained
+        _fit_new_head(run, settings.head_fit_learning_rate or settings.learning_rate)
     return LaptResult(trained, run.history, run.step, run.tokens, run.trainable)
 
 
@@ -164,22 +167,26 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
     engine.close()
 
 
-def _fit_new_head(run: _Run) -> None:
-    """Strategy ``new-head``: the token budget's packed batches, their hidden states once, the new head rows fitted
-    ``head_fit_passes`` times over them (``head_fit.py``); logged as one step at the budget's last step."""
+def _fit_new_head(run: _Run, learning_rate: float | None = None) -> None:
+    """Strategy ``new-head`` (and ``head_fit_after``): the token budget's next packed batches, their hidden states
+    once, the new head rows fitted ``head_fit_passes`` times over them (``head_fit.py``); logged as one more step."""
     settings, started = run.settings, time.perf_counter()
+    learning_rate = learning_rate or settings.learning_rate
+    first_fit = run.step == 0
     new_ids = new_token_ids_of(run.lm)
     batches = [run.mixture.next_batch(settings.batch_size)
                for _ in range(run.total_steps * settings.grad_accumulation_steps)]
     result = fit_new_output_rows(run.lm, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
-                                 passes=settings.head_fit_passes, learning_rate=settings.learning_rate,
+                                 passes=settings.head_fit_passes, learning_rate=learning_rate,
                                  seed=settings.seed, untie=settings.head_fit_untie)
     seconds = time.perf_counter() - started
-    run.step = run.total_steps
-    run.tokens = int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
+    run.step = run.total_steps if first_fit else run.step + 1  # after LAPT: one step past the last optimizer step
+    run.tokens += int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
     run.trainable["new-head"] = result.rows * run.lm.get_output_embeddings().weight.shape[1]
+    fitted = int(sum(b.real_tokens for b in batches)) * run.world_size
     metrics = {"loss": result.loss_after, **result.metrics(), "tokens": float(run.tokens),
-               "tokens_per_second": run.tokens / seconds, "learning_rate": settings.learning_rate, "stage": 0.0}
+               "tokens_per_second": fitted / seconds, "learning_rate": learning_rate,
+               "stage": float(run.stage_index + (0 if first_fit else 1))}
     metrics.update(_evaluate(run))
     run.history.append((run.step, metrics))
     if run.rank == 0:

@@ -87,6 +87,14 @@ class LaptSettings(StrictSettings):
         12, ge=1, description="new-head: passes over the hidden states of the token budget (each pass costs a "
         "positions x new-rows product, not a forward pass of the model)."
     )
+    head_fit_after: bool = Field(
+        False, description="After the LAPT steps of any strategy, also fit the new LM-head rows as 'new-head' does "
+        "(init.mode expand; a fresh token budget of the same size, `head_fit_passes` passes at learning_rate "
+        "`head_fit_learning_rate`): LAPT adapts the model to the text, the fit teaches it to write its new tokens."
+    )
+    head_fit_learning_rate: float | None = Field(
+        None, gt=0, description="Learning rate of the head fit after LAPT (head_fit_after); null: learning_rate."
+    )
     head_fit_untie: bool = Field(
         False, description="new-head: give a tied model its own LM head before the fit, so the new input rows keep "
         "their initialisation (vocabulary x hidden more parameters, no more FLOPs per token)."
@@ -143,6 +151,9 @@ class LaptSettings(StrictSettings):
     def _budget(self) -> LaptSettings:
         if not self.has_budget:
             raise ValueError("LAPT needs a budget: set max_steps or max_tokens to a positive number")
+        if self.head_fit_after and self.strategy == "new-head":
+            raise ValueError("head_fit_after fits the new head rows after the LAPT steps; strategy 'new-head' "
+                             "already does only that: set one of them")
         if self.strategy == "new-head" and self.objective != "clm":
             raise ValueError(f"strategy 'new-head' fits the new head rows with the next-token loss only; objective "
                              f"{self.objective!r} needs a trained body: set objective clm, or another strategy")

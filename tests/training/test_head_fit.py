@@ -109,3 +109,20 @@ def test_lapt_strategy_new_head_fits_the_recorded_expansion(tokenizer):
     assert changed == {"model.embed_tokens.weight"}  # tied: the one shared matrix, its new rows only
     weight = result.model.model.embed_tokens.weight.detach()
     assert torch.equal(weight[: vocabulary - 40], before["model.embed_tokens.weight"][: vocabulary - 40])
+
+
+def test_head_fit_after_lapt_runs_once_after_the_last_step(tokenizer):
+    model = make_model(len(tokenizer), tie=True)
+    vocabulary = len(tokenizer)
+    model.config.vocadapt_init = {"mode": "expand", "new_id_ranges": [[vocabulary - 40, vocabulary]]}
+    settings = LaptSettings(strategy="full", max_steps=3, batch_size=2, sequence_length=16, learning_rate=1e-3,
+                            head_fit_after=True, head_fit_learning_rate=1e-2, head_fit_passes=2, seed=0)
+    result = train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings,
+                        InMemoryLogger())
+    assert result.steps == 4 and result.tokens == 2 * 3 * 2 * 16  # the fit packs a budget of the same size
+    assert set(result.trainable_parameters) == {"full", "new-head"}
+    steps = [step for step, _ in result.history]
+    assert steps == [1, 2, 3, 4] and "head_fit_loss_after" in result.history[-1][1]
+    assert result.history[-1][1]["learning_rate"] == 1e-2
+    with pytest.raises(ValueError, match="set one of them"):
+        LaptSettings(strategy="new-head", head_fit_after=True, max_steps=2)
