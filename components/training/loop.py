@@ -174,8 +174,10 @@ def _fit_new_head(run: _Run, learning_rate: float | None = None) -> None:
     learning_rate = learning_rate or settings.learning_rate
     first_fit = run.step == 0
     new_ids = new_token_ids_of(run.lm)
-    batches = [run.mixture.next_batch(settings.batch_size)
-               for _ in range(run.total_steps * settings.grad_accumulation_steps)]
+    count = run.total_steps * settings.grad_accumulation_steps
+    if settings.head_fit_tokens:
+        count = max(1, -(-settings.head_fit_tokens // (settings.tokens_per_micro_batch * run.world_size)))
+    batches = [run.mixture.next_batch(settings.batch_size) for _ in range(count)]
     result = fit_new_output_rows(run.lm, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
                                  passes=settings.head_fit_passes, learning_rate=learning_rate,
                                  seed=settings.seed, untie=settings.head_fit_untie)

@@ -95,6 +95,11 @@ class LaptSettings(StrictSettings):
     head_fit_learning_rate: float | None = Field(
         None, gt=0, description="Learning rate of the head fit after LAPT (head_fit_after); null: learning_rate."
     )
+    head_fit_tokens: int | None = Field(
+        None, ge=1, description="Tokens (all workers) whose hidden states the head fit keeps (new-head, "
+        "head_fit_after); null: the LAPT budget's. They are held in float32, tokens x hidden x 4 bytes (1M tokens of "
+        "a 4,096-wide model: 16 GB), so cap it on a large budget."
+    )
     head_fit_untie: bool = Field(
         False, description="new-head: give a tied model its own LM head before the fit, so the new input rows keep "
         "their initialisation (vocabulary x hidden more parameters, no more FLOPs per token)."

@@ -23,7 +23,7 @@ CPU_SMOKE = {"lapt.use_gpu": "false", "lapt.deepspeed.enabled": "false", "lapt.c
              "lapt.warmup_steps": "0", "lapt.eval_every": "0", "lapt.eval_max_length": "64",
              "lapt.checkpoint_every": "0", "lapt.cpus_per_worker": "1", "tokenizer.expand_top_k": "40",
              "evaluation.max_documents": "16", "evaluation.max_length": "64", "evaluation.batch_size": "8",
-             "evaluation.side_by_side_items": "6", "evaluation.max_new_tokens": "8"}
+             "evaluation.side_by_side_items": "6", "evaluation.max_new_tokens": "8", "lapt.head_fit_tokens": "64"}
 
 
 def test_gpu_recipe_runs_on_the_cpu_at_toy_size(tmp_path, fixture_corpora, monkeypatch):
@@ -52,6 +52,9 @@ def test_gpu_recipe_runs_on_the_cpu_at_toy_size(tmp_path, fixture_corpora, monke
     child = next(run for run in runs if run.data.params.get("method") == "align")
     assert child.data.params.get("lapt.objective", "clm+distill") == "clm+distill"
     assert client.get_metric_history(child.info.run_id, "lapt_distill_loss")  # the distillation term trained
+    assert recipe["lapt"]["head_fit_after"] is True  # then the new head rows were fitted, once
+    fitted = client.get_metric_history(child.info.run_id, "lapt_head_fit_loss_after")
+    assert 3 in {point.step for point in fitted}  # one step past LAPT's two (an entry at step 0 is logged too)
     for key in ("benchmark.side_by_side_cloze_it.acc_bytes", "generation.tokens_per_character",
                 "generation.percent_generated_new"):
         assert key in child.data.metrics, key

@@ -124,5 +124,11 @@ def test_head_fit_after_lapt_runs_once_after_the_last_step(tokenizer):
     steps = [step for step, _ in result.history]
     assert steps == [1, 2, 3, 4] and "head_fit_loss_after" in result.history[-1][1]
     assert result.history[-1][1]["learning_rate"] == 1e-2
+    capped = LaptSettings(strategy="new-head", max_steps=3, batch_size=2, sequence_length=16, head_fit_tokens=40,
+                          head_fit_passes=1, seed=0)
+    model = make_model(len(tokenizer), tie=True)
+    model.config.vocadapt_init = {"mode": "expand", "new_id_ranges": [[vocabulary - 40, vocabulary]]}
+    result = train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), capped)
+    assert result.tokens == 2 * 2 * 16  # 40 tokens round up to two micro-batches of 32
     with pytest.raises(ValueError, match="set one of them"):
         LaptSettings(strategy="new-head", head_fit_after=True, max_steps=2)
