@@ -53,8 +53,6 @@ class HeadFitResult:
 def untie_output_embeddings(model: nn.Module) -> bool:
     """Give a tied model its own LM head, a copy of the input embeddings; True when it was tied."""
     head, embeddings = model.get_output_embeddings(), model.get_input_embeddings()
-    if head is None:
-        raise ValueError("the model has no LM head whose new rows could be fitted")
     if head.weight is not embeddings.weight:
         return False
     head.weight = nn.Parameter(embeddings.weight.detach().clone())
@@ -102,10 +100,10 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
     new_ids = torch.as_tensor(sorted(set(new_token_ids)), dtype=torch.long)
     if not len(new_ids):
         raise ValueError("no new token ids to fit")
+    if model.get_output_embeddings() is None:
+        raise ValueError("the model has no LM head whose new rows could be fitted")
     untied = untie_output_embeddings(model) if untie else False
     head = model.get_output_embeddings()
-    if head is None:
-        raise ValueError("the model has no LM head whose new rows could be fitted")
     weight = head.weight
     if int(new_ids.max()) >= weight.shape[0]:
         raise ValueError(f"new token id {int(new_ids.max())} is past the head's {weight.shape[0]} rows")

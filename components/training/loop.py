@@ -107,7 +107,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
         teacher_length = settings.teacher_max_length or settings.sequence_length
         run.teacher_flops_per_token = forward_flops_per_token(distillation.teacher, teacher_length)
     if settings.strategy == "new-head":  # no optimizer steps over the model: nothing to resume, a fit is minutes
-        _fit_new_head(run)
+        _fit_new_head(run, settings.learning_rate)
         return LaptResult(lm, run.history, run.step, run.tokens, run.trainable)
     resume_state = Path(resume_state) if resume_state else None
     if resume_state:
@@ -167,12 +167,11 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
     engine.close()
 
 
-def _fit_new_head(run: _Run, learning_rate: float | None = None) -> None:
+def _fit_new_head(run: _Run, learning_rate: float) -> None:
     """Strategy ``new-head`` (and ``head_fit_after``): the token budget's next packed batches, their hidden states
     once, the new head rows fitted ``head_fit_passes`` times over them (``head_fit.py``); logged as one more step."""
     settings, started = run.settings, time.perf_counter()
-    learning_rate = learning_rate or settings.learning_rate
-    first_fit = run.step == 0
+    after_lapt = settings.strategy != "new-head"
     new_ids = new_token_ids_of(run.lm)
     count = run.total_steps * settings.grad_accumulation_steps
     if settings.head_fit_tokens:
@@ -182,13 +181,13 @@ def _fit_new_head(run: _Run, learning_rate: float | None = None) -> None:
                                  passes=settings.head_fit_passes, learning_rate=learning_rate,
                                  seed=settings.seed, untie=settings.head_fit_untie)
     seconds = time.perf_counter() - started
-    run.step = run.total_steps if first_fit else run.step + 1  # after LAPT: one step past the last optimizer step
-    run.tokens += int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
+    fitted = int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
+    run.step = run.step + 1 if after_lapt else run.total_steps  # after LAPT: one step past the last optimizer step
+    run.tokens += fitted
     run.trainable["new-head"] = result.rows * run.lm.get_output_embeddings().weight.shape[1]
-    fitted = int(sum(b.real_tokens for b in batches)) * run.world_size
     metrics = {"loss": result.loss_after, **result.metrics(), "tokens": float(run.tokens),
                "tokens_per_second": fitted / seconds, "learning_rate": learning_rate,
-               "stage": float(run.stage_index + (0 if first_fit else 1))}
+               "stage": float(run.stage_index + after_lapt)}
     metrics.update(_evaluate(run))
     run.history.append((run.step, metrics))
     if run.rank == 0:
