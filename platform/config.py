@@ -181,6 +181,16 @@ class ExperimentConfig(_Section):
         return self
 
     @model_validator(mode="after")
+    def _head_fit_needs_an_expansion(self) -> ExperimentConfig:
+        fits = "lapt.strategy new-head" if self.lapt.strategy == "new-head" else (
+            "lapt.head_fit_after" if self.lapt.head_fit_after else None)
+        if fits and self.init.mode != "expand":
+            raise ValueError(f"{fits} fits the LM-head rows an expansion added, and init.mode is "
+                             f"{self.init.mode!r}: set init.mode expand, or another lapt.strategy / "
+                             "lapt.head_fit_after false")
+        return self
+
+    @model_validator(mode="after")
     def _lapt_follows_the_experiment(self) -> ExperimentConfig:
         """LAPT draws from the experiment's seed, and scores held-out text with the evaluation section's windows
         (after-LAPT bits per byte compares with the zero-shot figures), unless the ``lapt`` section says otherwise."""

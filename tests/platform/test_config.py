@@ -48,6 +48,8 @@ def test_dotted_overrides_parse_yaml_values():
         (["tokenizer.kind=char"], "tokenizer.kind"),
         (["init.methods=[fvt, fvt]"], "init.methods"),
         (["corpus.train=[a.txt]"], "corpus.validation"),
+        (["lapt.strategy=new-head", "lapt.learning_rate=1e-2"], "init.mode expand"),
+        (["lapt.head_fit_after=true"], "init.mode expand"),
     ],
 )
 def test_bad_values_name_the_field(overrides, field):
