@@ -21,7 +21,10 @@ from rich.console import Console
 from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summary_json
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.pipelines.preflight import check_corpora, corpus_expectations, preflight, resolve_methods  # noqa: F401
-from vocadapt.platform.energy import EnergyLedger, EnergyReading, log_energy, measure_energy
+from vocadapt.pipelines.vocabulary_steps import (
+    build_helper, held_out_bits_per_byte, initialise_method, measure_stage, train_target_tokenizer,
+)
+from vocadapt.platform.energy import EnergyLedger, EnergyReading, log_energy
 from vocadapt.platform.sources import ResolvedInputs, read_documents
 from vocadapt.platform.tracking import (
     Tracker, git_commit, redact_tree, resolve_tracking_uri, sha256_files, sha256_tree,
@@ -152,8 +155,8 @@ def _run(
         source_tokenizer = load_source_tokenizer(config, inputs.source_model)
 
         console.rule("[bold]2. target tokenizer")
-        with _measure(config, "tokenizer") as reading:
-            target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
+        with measure_stage(config, "tokenizer") as reading:
+            target_tokenizer, replacement, tokenizer_dir = train_target_tokenizer(
                 config, inputs, source_tokenizer, workdir, cache, pretrained_tokenizer
             )
         energy.add(reading)
@@ -170,7 +173,7 @@ def _run(
                           highlight=False)  # fmt: skip
 
         console.rule("[bold]3. fertility")
-        with _measure(config, "evaluation") as reading:
+        with measure_stage(config, "evaluation") as reading:
             fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
         energy.add(reading)
         tracker.log_metrics(parent_id, _flatten_fertility(fertility))
@@ -179,18 +182,18 @@ def _run(
 
         console.rule("[bold]5. source model, zero-shot bits per byte")
         source_model = load_source_model(config, inputs.source_model)
-        with _measure(config, "evaluation") as reading:
+        with measure_stage(config, "evaluation") as reading:
             if cache is None:
-                source_bpb = _bits_per_byte(source_model, source_tokenizer, held_out, config)
+                source_bpb = held_out_bits_per_byte(source_model, source_tokenizer, held_out, config)
             else:
                 source_bpb = cache.source_bits_per_byte(
-                    config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
+                    config, inputs, lambda: held_out_bits_per_byte(source_model, source_tokenizer, held_out, config))
         energy.add(reading)
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
         source_side_by_side = _score_source_side_by_side(config, side_by_side, source_model, source_tokenizer,
                                                          tracker, parent_id, energy, console)
 
-        with _measure(config, "init") as reading:  # a helper (fastText) is part of initialising the new rows
+        with measure_stage(config, "init") as reading:  # a helper (fastText) is part of initialising the new rows
             if not config.init.helper or not any(method.needs_helper for method in methods.values()):
                 helper = None  # no listed method uses one
             elif cache is None:
@@ -241,58 +244,6 @@ def _warn_if_vocabulary_short(config, inputs, change, tracker: Tracker, run_id: 
                f"with {reached:,}: set tokenizer.vocab_size <= {reached:,} to silence this, or add text")
     console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
     tracker.set_tags(run_id, {"vocadapt.warning.tokenizer_vocab_size": warning})
-
-
-def _measure(config: ExperimentConfig, stage: str):
-    """Energy and CO2 of one stage on the configured grid; nothing is measured with ``tracking.energy`` off."""
-    return measure_energy(stage, country_iso_code=config.tracking.country_iso_code, enabled=config.tracking.energy)
-
-
-def _train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cache=None, pretrained=None):
-    """Train the target tokenizer (or take ``pretrained``, ``tokenizer.pretrained`` loaded), then replace the source
-    vocabulary with it or expand the source with it.
-
-    Returns (adapted tokenizer, what changed: ``.target_to_source`` and ``.new_token_ids``, saved folder)."""
-    from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
-    from vocadapt.components.tokenizers.train import train_tokenizer
-
-    settings = tokenizer_settings_for(config.target.language, config.tokenizer.kind)
-
-    def train(out_dir: Path):
-        return train_tokenizer(
-            list(inputs.target_train), vocab_size=config.tokenizer.vocab_size, out_dir=out_dir,
-            min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
-            seed=config.seed, like=source_tokenizer, **settings,
-        )
-
-    if pretrained is not None:
-        trained = pretrained
-    elif cache is None:
-        trained = train(workdir / "tokenizer-trained")
-    else:
-        trained = cache.trained_tokenizer(config, inputs, train)
-    if config.init.mode == "replace":
-        from vocadapt.components.tokenizers.replace import replace_vocabulary
-
-        change = replace_vocabulary(source_tokenizer, trained)
-    else:
-        change = _expand(config, inputs, source_tokenizer, trained)
-    tokenizer_dir = workdir / "tokenizer"
-    change.tokenizer.save_pretrained(tokenizer_dir)
-    shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
-    return change.tokenizer, change, tokenizer_dir
-
-
-def _expand(config, inputs, source_tokenizer, trained):
-    from vocadapt.components.tokenizers.expand import expand_with_target, expand_with_top_k
-
-    protect = read_documents(inputs.source_train, config.tokenizer.protect_lines) if inputs.source_train else None
-    lexicon = inputs.source_lexicon.read_text(encoding="utf-8").split() if inputs.source_lexicon else None
-    if config.tokenizer.expand_top_k is None:
-        return expand_with_target(source_tokenizer, trained, protect=protect, protect_words=lexicon)
-    documents = read_documents(inputs.target_train, config.tokenizer.max_training_lines)
-    return expand_with_top_k(source_tokenizer, trained, documents, config.tokenizer.expand_top_k, protect=protect,
-                             protect_words=lexicon)  # fmt: skip
 
 
 def _expansion_summary(expansion, inputs) -> dict[str, Any]:
@@ -356,55 +307,6 @@ def _flatten_fertility(fertility: dict[str, dict[str, float]]) -> dict[str, floa
     }
 
 
-def _bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict[str, float]:
-    from vocadapt.components.metrics.bits_per_byte import bits_per_byte
-
-    return {
-        stream: bits_per_byte(
-            model, tokenizer, documents, max_length=config.evaluation.max_length,
-            batch_size=config.evaluation.batch_size,
-        )
-        for stream, documents in held_out.items()
-    }
-
-
-def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInputs):
-    """The helper the config names (e.g. fastText trained on the target-tokenized corpus), built once per run; the
-    run asks for it only when a listed method uses one."""
-    from vocadapt.components.helpers import resolve_helper
-
-    return resolve_helper(
-        config.init.helper, target_tokenizer=target_tokenizer, corpus_files=list(inputs.target_train),
-        seed=config.seed,
-    )
-
-
-def initialise_method(
-    config: ExperimentConfig, method: ConfiguredInitializer, source_model, source_tokenizer, target_tokenizer,
-    replacement, inputs: ResolvedInputs, helper=None,
-):
-    """A copy of ``source_model`` with its vocabulary replaced (or expanded) and new rows set by ``method`` (resolved
-    once, with its options, by :func:`resolve_methods`)."""
-    import copy
-
-    from vocadapt.components.surgery import adapt_embeddings
-
-    model = copy.deepcopy(source_model)
-    model = adapt_embeddings(
-        model,
-        source_tokenizer=source_tokenizer,
-        target_tokenizer=target_tokenizer,
-        target_to_source=replacement.target_to_source,
-        new_target_ids=replacement.new_token_ids,
-        method=method,
-        mode=config.init.mode,
-        seed=config.seed,
-        helper=helper if method.needs_helper else None,
-        corpus_files=[str(p) for p in inputs.target_train],
-    )
-    return model, dict(model.config.vocadapt_init)
-
-
 def continue_pretraining(
     config: ExperimentConfig, inputs: ResolvedInputs, model_dir: Path, workdir: Path, tracker, run_id: str,
     held_out: dict[str, list[str]],
@@ -449,7 +351,7 @@ def _adapt_one_method(
     tracker.log_params(run_id, {"method": method, "mode": config.init.mode, "helper": config.init.helper,
                                 **{f"option.{k}": v for k, v in config.init.options.get(method, {}).items()}})
     started = time.perf_counter()
-    with _measure(config, "init") as reading:
+    with measure_stage(config, "init") as reading:
         model, record = initialise_method(config, initializer, source_model, source_tokenizer, target_tokenizer,
                                           replacement, inputs, helper)
         initial_dir = workdir / method / "initialised"
@@ -459,8 +361,8 @@ def _adapt_one_method(
     account(reading)
     tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started})
     tracker.log_dict(run_id, record, "initialisation.json")
-    with _measure(config, "evaluation") as reading:
-        zero_shot = _bits_per_byte(model, target_tokenizer, held_out, config)
+    with measure_stage(config, "evaluation") as reading:
+        zero_shot = held_out_bits_per_byte(model, target_tokenizer, held_out, config)
     account(reading)
     bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
     tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
@@ -481,7 +383,7 @@ def _adapt_one_method(
         tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
         shutil.rmtree(initial_dir, ignore_errors=True)
     if side_by_side is not None:
-        with _measure(config, "evaluation") as reading:
+        with measure_stage(config, "evaluation") as reading:
             outcome.side_by_side = _score_side_by_side(outcome.model_dir, source_tokenizer, side_by_side)
         account(reading)
         tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
@@ -497,7 +399,7 @@ def _score_source_side_by_side(config, items, source_model, source_tokenizer, tr
 
     if items is None:
         return {}
-    with _measure(config, "evaluation") as reading:
+    with measure_stage(config, "evaluation") as reading:
         scores = score_model(source_model, source_tokenizer, items, prefix="source_model.")
     energy.add(reading)
     tracker.log_metrics(parent_id, scores)

@@ -24,8 +24,9 @@ from typing import Any
 from rich.console import Console
 
 from vocadapt.components.errors import UserError
-from vocadapt.pipelines.adapt import (
-    _bits_per_byte, _measure, _train_target_tokenizer, build_helper, check_corpora, initialise_method, resolve_methods,
+from vocadapt.pipelines.preflight import check_corpora, resolve_methods
+from vocadapt.pipelines.vocabulary_steps import (
+    build_helper, held_out_bits_per_byte, initialise_method, measure_stage, train_target_tokenizer,
 )
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, log_energy
@@ -111,8 +112,8 @@ def run_leaderboard(
             source_tokenizer = load_source_tokenizer(config, inputs.source_model)
 
             console.rule("[bold]target tokenizer (cached)")
-            with _measure(config, "tokenizer") as reading:
-                target_tokenizer, replacement, tokenizer_dir = _train_target_tokenizer(
+            with measure_stage(config, "tokenizer") as reading:
+                target_tokenizer, replacement, tokenizer_dir = train_target_tokenizer(
                     config, inputs, source_tokenizer, workdir, cache)
             energy.add(reading)
             tokenizer_sha = sha256_tree(tokenizer_dir)
@@ -124,16 +125,16 @@ def run_leaderboard(
 
             console.rule("[bold]source model, zero-shot bits per byte (cached)")
             source_model = load_source_model(config, inputs.source_model)
-            with _measure(config, "evaluation") as reading:
+            with measure_stage(config, "evaluation") as reading:
                 source_bpb = cache.source_bits_per_byte(
-                    config, inputs, lambda: _bits_per_byte(source_model, source_tokenizer, held_out, config))
+                    config, inputs, lambda: held_out_bits_per_byte(source_model, source_tokenizer, held_out, config))
             energy.add(reading)
             tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
 
             helper = None
             if any(method.needs_helper for method in configured.values()):
                 console.rule(f"[bold]helper {config.init.helper} (cached)")
-                with _measure(config, "init") as reading:  # a helper is part of initialising, as in adapt
+                with measure_stage(config, "init") as reading:  # a helper is part of initialising, as in adapt
                     helper = cache.helper(config, inputs, tokenizer_sha,
                                           lambda: build_helper(config, target_tokenizer, inputs))
                 energy.add(reading)
@@ -169,13 +170,13 @@ def score_method(config: ExperimentConfig, tracker: Tracker, parent_id: str, lin
         tracker.log_params(run_id, {"method": name, "mode": config.init.mode, "helper": config.init.helper,
                                     **{f"option.{k}": v for k, v in method.options.items()}})
         started = time.perf_counter()
-        with _measure(config, "init") as reading:
+        with measure_stage(config, "init") as reading:
             model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
                                               replacement, inputs, helper)
         seconds = round(time.perf_counter() - started, 2)
         method_energy.add(reading)
-        with _measure(config, "evaluation") as reading:
-            bpb = _bits_per_byte(model, target_tokenizer, held_out, config)
+        with measure_stage(config, "evaluation") as reading:
+            bpb = held_out_bits_per_byte(model, target_tokenizer, held_out, config)
         method_energy.add(reading)
         del model
         tracker.log_metrics(run_id, {"init_seconds": seconds, **{f"bpb_{k}_zero_shot": v for k, v in bpb.items()}},

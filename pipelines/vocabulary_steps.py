@@ -1,0 +1,118 @@
+"""The steps ``vocadapt adapt`` and ``vocadapt leaderboard`` share: measure a stage's energy, train (or take) the
+target tokenizer and replace or expand the source vocabulary with it, score held-out bits per byte, build the helper,
+initialise one method's rows. Each is a plain function of the config and the resolved inputs; the pipelines around
+them own the runs, the tracking and the output folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vocadapt.platform.config import ExperimentConfig
+from vocadapt.platform.energy import measure_energy
+from vocadapt.platform.sources import ResolvedInputs, read_documents
+
+if TYPE_CHECKING:
+    from vocadapt.components.initializers import ConfiguredInitializer
+
+def measure_stage(config: ExperimentConfig, stage: str):
+    """Energy and CO2 of one stage on the configured grid; nothing is measured with ``tracking.energy`` off."""
+    return measure_energy(stage, country_iso_code=config.tracking.country_iso_code, enabled=config.tracking.energy)
+
+
+def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cache=None, pretrained=None):
+    """Train the target tokenizer (or take ``pretrained``, ``tokenizer.pretrained`` loaded), then replace the source
+    vocabulary with it or expand the source with it.
+
+    Returns (adapted tokenizer, what changed: ``.target_to_source`` and ``.new_token_ids``, saved folder)."""
+    from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
+    from vocadapt.components.tokenizers.train import train_tokenizer
+
+    settings = tokenizer_settings_for(config.target.language, config.tokenizer.kind)
+
+    def train(out_dir: Path):
+        return train_tokenizer(
+            list(inputs.target_train), vocab_size=config.tokenizer.vocab_size, out_dir=out_dir,
+            min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
+            seed=config.seed, like=source_tokenizer, **settings,
+        )
+
+    if pretrained is not None:
+        trained = pretrained
+    elif cache is None:
+        trained = train(workdir / "tokenizer-trained")
+    else:
+        trained = cache.trained_tokenizer(config, inputs, train)
+    if config.init.mode == "replace":
+        from vocadapt.components.tokenizers.replace import replace_vocabulary
+
+        change = replace_vocabulary(source_tokenizer, trained)
+    else:
+        change = expand_vocabulary(config, inputs, source_tokenizer, trained)
+    tokenizer_dir = workdir / "tokenizer"
+    change.tokenizer.save_pretrained(tokenizer_dir)
+    shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
+    return change.tokenizer, change, tokenizer_dir
+
+
+def expand_vocabulary(config, inputs, source_tokenizer, trained):
+    from vocadapt.components.tokenizers.expand import expand_with_target, expand_with_top_k
+
+    protect = read_documents(inputs.source_train, config.tokenizer.protect_lines) if inputs.source_train else None
+    lexicon = inputs.source_lexicon.read_text(encoding="utf-8").split() if inputs.source_lexicon else None
+    if config.tokenizer.expand_top_k is None:
+        return expand_with_target(source_tokenizer, trained, protect=protect, protect_words=lexicon)
+    documents = read_documents(inputs.target_train, config.tokenizer.max_training_lines)
+    return expand_with_top_k(source_tokenizer, trained, documents, config.tokenizer.expand_top_k, protect=protect,
+                             protect_words=lexicon)  # fmt: skip
+
+
+def held_out_bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict[str, float]:
+    from vocadapt.components.metrics.bits_per_byte import bits_per_byte
+
+    return {
+        stream: bits_per_byte(
+            model, tokenizer, documents, max_length=config.evaluation.max_length,
+            batch_size=config.evaluation.batch_size,
+        )
+        for stream, documents in held_out.items()
+    }
+
+
+def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInputs):
+    """The helper the config names (e.g. fastText trained on the target-tokenized corpus), built once per run; the
+    run asks for it only when a listed method uses one."""
+    from vocadapt.components.helpers import resolve_helper
+
+    return resolve_helper(
+        config.init.helper, target_tokenizer=target_tokenizer, corpus_files=list(inputs.target_train),
+        seed=config.seed,
+    )
+
+
+def initialise_method(
+    config: ExperimentConfig, method: ConfiguredInitializer, source_model, source_tokenizer, target_tokenizer,
+    replacement, inputs: ResolvedInputs, helper=None,
+):
+    """A copy of ``source_model`` with its vocabulary replaced (or expanded) and new rows set by ``method`` (resolved
+    once, with its options, by :func:`resolve_methods`)."""
+    import copy
+
+    from vocadapt.components.surgery import adapt_embeddings
+
+    model = copy.deepcopy(source_model)
+    model = adapt_embeddings(
+        model,
+        source_tokenizer=source_tokenizer,
+        target_tokenizer=target_tokenizer,
+        target_to_source=replacement.target_to_source,
+        new_target_ids=replacement.new_token_ids,
+        method=method,
+        mode=config.init.mode,
+        seed=config.seed,
+        helper=helper if method.needs_helper else None,
+        corpus_files=[str(p) for p in inputs.target_train],
+    )
+    return model, dict(model.config.vocadapt_init)
+
