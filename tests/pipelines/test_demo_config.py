@@ -1,4 +1,5 @@
-"""The real demo config on the real embedded default, at reduced size: few evaluation lines, two LAPT steps."""
+"""The five-initialiser config (configs/italian-smollm2.yaml) on the real embedded default, at reduced size: few
+evaluation lines, two LAPT steps."""
 
 from __future__ import annotations
 
