@@ -1,5 +1,5 @@
 """The GPU recovery recipe (configs/italian-smollm2-gpu.yaml) runs end to end on the CPU at toy size: the shipped
-file's own choices (expansion by top-k, Align, clm+distill, the side-by-side benchmark) on the tiny world, with only
+file's own choices (expansion by top-k, Align, distill, the side-by-side benchmark) on the tiny world, with only
 the sizes and the GPU-only switches overridden. What it proves on a GPU is in BENCHMARKS.md ("Recovery")."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ CPU_SMOKE = {"lapt.use_gpu": "false", "lapt.deepspeed.enabled": "false", "lapt.c
 def test_gpu_recipe_runs_on_the_cpu_at_toy_size(tmp_path, fixture_corpora, monkeypatch):
     recipe = yaml.safe_load(RECIPE.read_text())
     assert (recipe["init"]["mode"], recipe["init"]["methods"], recipe["lapt"]["objective"]) == \
-        ("expand", ["align"], "clm+distill")
+        ("expand", ["align"], "distill")
     assert recipe["lapt"]["max_tokens"] >= 20_000_000  # the issue's budget: at least 20M training tokens
     corpora = {key: Path(path) for key, path in fixture_corpora.items()}
     model = build_source_model(tmp_path / "source", [corpora["en.train"], corpora["it.train"]])
@@ -50,7 +50,7 @@ def test_gpu_recipe_runs_on_the_cpu_at_toy_size(tmp_path, fixture_corpora, monke
     client = mlflow.tracking.MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
     runs = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
     child = next(run for run in runs if run.data.params.get("method") == "align")
-    assert child.data.params.get("lapt.objective", "clm+distill") == "clm+distill"
+    assert child.data.params.get("lapt.objective", "distill") == "distill"
     assert client.get_metric_history(child.info.run_id, "lapt_distill_loss")  # the distillation term trained
     assert recipe["lapt"]["head_fit_after"] is True  # then the new head rows were fitted, once
     fitted = client.get_metric_history(child.info.run_id, "lapt_head_fit_loss_after")
