@@ -1,5 +1,24 @@
 """CLP: a similarity-weighted sum of shared tokens' source rows, similarities measured in a helper's embedding space
-(SAVA §3.1, after Ostendorff and Rehm 2023)."""
+(SAVA §3.1, after Ostendorff and Rehm 2023).
+
+Registered ``columnwise``: the weights come from the helper's vectors alone, so column j of a new row is a weighted
+sum of column j of the shared tokens' source rows, and checkpoint surgery streams the matrix a column block at a
+time. Two things differ from focus and salt, whose few weights per token are computed once and cached:
+
+- the weights are dense, (N x O) float32 (1 GB for 16,000 new and 16,000 shared tokens), so they are not kept
+  across column blocks: each block recomputes them, a chunk of SIMILARITY_CHUNK_ROWS queries at a time, from the
+  same helper vectors with the same arithmetic (the same bytes). That adds a (chunk x helper dim) @ (helper dim x O)
+  product per chunk and block, helper dim / block width of the mix itself (300 / 1,024 with a fastText helper);
+- the mix is a matrix product, whose rounding a BLAS may make depend on the output's width. It is computed on
+  column tiles of min(TILE, hidden) columns aligned to multiples of that width in the full matrix, zero-padded, so
+  every product has the same shape and column j the same place in it whatever block it comes from: the streamed
+  rows equal the whole-matrix ones byte for byte. Against the single product used before, rows may move by float32
+  rounding (on the tiny test vocabularies they are the same bytes). torch's MKL products on this machine gave the
+  same columns at widths 48, 64 and 1,024 anyway; the tiles make it hold by construction. 512-column tiles cost
+  nothing against one product (0.55-0.60 s for 2,048 x 17,000 @ 17,000 x 1,024 either way); 64-column ones 1.7x.
+
+A token without a helper vector gets its N(mu, sigma^2) row column by column (``columnwise_gaussian_rows``).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +26,14 @@ import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
-    chunked_similarity_mix,
-    gaussian_rows,
+    SIMILARITY_CHUNK_ROWS,
+    columnwise_gaussian_rows,
     helper_anchors,
+    unit_rows,
 )
 
 HELPERS = ("model", "fasttext", "vectors")
+TILE = 512  # columns per product (at most); the default streamed block, 1,024 columns, is two tiles
 
 
 def clp_weights(similarity: torch.Tensor, top_k: int = 0) -> torch.Tensor:
@@ -30,17 +51,37 @@ def clp_weights(similarity: torch.Tensor, top_k: int = 0) -> torch.Tensor:
     return torch.where(totals > 0, weights / totals.clamp_min(1e-12), uniform)
 
 
-@register_initializer("clp", needs_helper=True, helpers=HELPERS)
+def column_tiles(values: torch.Tensor, first: int, width: int) -> list[tuple[torch.Tensor, slice, slice]]:
+    """``values`` (O, w), columns first .. first + w - 1 of a wider matrix, as (O, width) tiles aligned to multiples
+    of ``width`` in that matrix, zero where the tile reaches past the block: [(tile, its columns, the block's)]."""
+    tiles, column, stop = [], first, first + values.shape[1]
+    while column < stop:
+        tile_start = column // width * width
+        end = min(tile_start + width, stop)
+        tile = torch.zeros(values.shape[0], width, dtype=torch.float32)
+        tile[:, column - tile_start : end - tile_start] = values[:, column - first : end - first]
+        tiles.append((tile, slice(column - tile_start, end - tile_start), slice(column - first, end - first)))
+        column = end
+    return tiles
+
+
+@register_initializer("clp", needs_helper=True, helpers=HELPERS, columnwise=True)
 def clp(problem: InitProblem, *, top_k: int = 0) -> torch.Tensor:
     """(N, hidden): row i = sum_j alpha(h_i, h_j) * source row of shared token j, alpha summing to one over j.
 
     top_k: keep only the k most similar shared tokens per new token (0: all of them, as in the paper).
-    A new token without a helper vector gets a random row from N(mu, sigma^2).
+    A new token without a helper vector gets a random row from N(mu, sigma^2), drawn column by column.
     """
     anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "clp")
-    rows = chunked_similarity_mix(
-        queries, anchors, anchor_rows, lambda similarity: clp_weights(similarity, top_k)
-    )
+    first, hidden = problem.columns or (0, anchor_rows.shape[1])
+    tiles = column_tiles(anchor_rows, first, min(TILE, hidden))
+    unit_keys = unit_rows(anchors)
+    rows = torch.empty(queries.shape[0], anchor_rows.shape[1], dtype=torch.float32)
+    for start in range(0, queries.shape[0], SIMILARITY_CHUNK_ROWS):
+        chunk = slice(start, start + SIMILARITY_CHUNK_ROWS)
+        weights = clp_weights(unit_rows(queries[chunk]) @ unit_keys.T, top_k)
+        for tile, tile_columns, block_columns in tiles:
+            rows[chunk, block_columns] = (weights @ tile)[:, tile_columns]
     if not bool(has_vector.all()):
-        rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)
+        rows[~has_vector] = columnwise_gaussian_rows(problem, int((~has_vector).sum()))
     return rows
