@@ -7,6 +7,15 @@ tests/initializers/test_authors_reference.py; the closed-form least squares stan
 (exact, deterministic, and at 8B shape far cheaper on a CPU) and gives the same rows to a centred cosine of 0.997 or
 more on that case. ``normalise="paired"`` is the variant vocadapt shipped before; BENCHMARKS.md ("Initialiser
 defaults vs the authors' code") compares the two.
+
+Not ``columnwise``: checkpoint surgery holds its matrices whole. Column j of a row depends on other columns three ways:
+the default normalisation divides each shared token's standardised source row by its L2 norm over the whole hidden
+size and multiplies the mapped rows back by the mean of those norms; the "sgd" solver fits one linear layer whose
+MSE loss and Adam steps see every column; and the closed-form ``lstsq`` is a blocked LAPACK solve whose rounding
+for column j need not be the same when the right-hand side has other columns. The first could be computed once over
+all columns before the blocks (a pass over the shared tokens' rows), but streamed surgery hands a method one block at
+a time and has no such pass, and the third would still leave the streamed bytes unproven; so sava stays whole-matrix
+(4.7 GB peak at 8B shape, BENCHMARKS.md "Initialisers at 8B scale").
 """
 
 from __future__ import annotations
