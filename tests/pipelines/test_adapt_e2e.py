@@ -146,7 +146,9 @@ def test_adapt_logs_energy_per_stage_and_the_parent_sums_them(http_adapt):
     assert metrics["emissions.total.kg_co2eq"] == pytest.approx(
         sum(metrics[f"emissions.{s}.kg_co2eq"] for s in STAGES["parent"]))
     for stage in ("init", "lapt"):  # the parent's figure covers its children's
-        assert metrics[f"energy.{stage}.kwh"] >= sum(c.data.metrics[f"energy.{stage}.kwh"] for c in children)
+        children_sum = sum(c.data.metrics[f"energy.{stage}.kwh"] for c in children)
+        # the same terms added in another order may differ in the last bit
+        assert metrics[f"energy.{stage}.kwh"] >= children_sum * (1 - 1e-9)
     assert metrics["energy.lapt.kwh"] == pytest.approx(sum(c.data.metrics["energy.lapt.kwh"] for c in children))
     assert parent.data.tags["vocadapt.energy_country"] == "FRA" and parent.data.params["tracking.country_iso_code"] == "FRA"
     assert "cpu:" in parent.data.tags["vocadapt.energy_mode"]

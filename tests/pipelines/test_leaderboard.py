@@ -82,7 +82,9 @@ def test_ranked_table_is_printed_logged_and_reused(world):
         _check_energy(parent, child, row)
     assert parent.data.metrics["energy.tokenizer.kwh"] > 0 and parent.data.metrics["energy.evaluation.kwh"] > 0
     for stage in ("init", "evaluation"):  # the parent's per-stage sums cover its children's
-        assert parent.data.metrics[f"energy.{stage}.kwh"] >= sum(c.data.metrics[f"energy.{stage}.kwh"] for c in children)
+        children_sum = sum(c.data.metrics[f"energy.{stage}.kwh"] for c in children)
+        # the same terms added in another order may differ in the last bit
+        assert parent.data.metrics[f"energy.{stage}.kwh"] >= children_sum * (1 - 1e-9)
     assert parent.data.metrics["energy.total.kwh"] == pytest.approx(
         sum(parent.data.metrics[f"energy.{s}.kwh"] for s in ("tokenizer", "init", "evaluation")))
     assert "cpu:" in parent.data.tags["vocadapt.energy_mode"]
