@@ -4,15 +4,13 @@ the sizes overridden. What it reaches at full size, against every default gate, 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from vocadapt.cli.app import app
+from tests.pipelines.demo_runs import adapt_with_overrides, italian_tokens_per_word
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "italian-smollm2-expand.yaml"
@@ -32,17 +30,10 @@ def test_demo_expand_config_at_reduced_size(embedded_assets, tmp_path, monkeypat
     assert recipe["lapt"]["head_fit_after"] is True
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    summary = tmp_path / "summary.json"
-    args = ["adapt", str(DEMO), "--json", str(summary), "--set", f"output_dir={tmp_path / 'runs'}"]
-    for key, value in REDUCED.items():
-        args += ["--set", f"{key}={value}"]
-    result = CliRunner().invoke(app, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    report = json.loads(summary.read_text())
+    result, report = adapt_with_overrides(DEMO, {"output_dir": tmp_path / "runs", **REDUCED}, tmp_path / "summary.json")
 
+    before, after = italian_tokens_per_word(report)
     fertility = report["fertility"]
-    before = fertility["source_tokenizer.it"]["tokens_per_word"]
-    after = fertility["target_tokenizer.it"]["tokens_per_word"]
     assert after <= 0.85 * before, (before, after)  # 5,000 new tokens: 21% fewer tokens per word at full size
     english = fertility["target_tokenizer.en"]["tokens_per_word"], fertility["source_tokenizer.en"]["tokens_per_word"]
     assert english[0] <= english[1] * 1.01, english  # the expansion keeps English as SmolLM2 tokenizes it
