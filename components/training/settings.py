@@ -156,6 +156,12 @@ class LaptSettings(StrictSettings):
     def _budget(self) -> LaptSettings:
         if not self.has_budget:
             raise ValueError("LAPT needs a budget: set max_steps or max_tokens to a positive number")
+        return self
+
+    @model_validator(mode="after")
+    def _head_fit_is_consistent(self) -> LaptSettings:
+        """Its own validator, so the config's ``lapt`` section, which overrides ``_budget`` (no budget there means
+        LAPT is skipped), keeps these checks."""
         if self.head_fit_after and self.strategy == "new-head":
             raise ValueError("head_fit_after fits the new head rows after the LAPT steps; strategy 'new-head' "
                              "already does only that: set one of them")

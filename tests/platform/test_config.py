@@ -50,6 +50,11 @@ def test_dotted_overrides_parse_yaml_values():
         (["corpus.train=[a.txt]"], "corpus.validation"),
         (["lapt.strategy=new-head", "lapt.learning_rate=1e-2"], "init.mode expand"),
         (["lapt.head_fit_after=true"], "init.mode expand"),
+        # contradictory head-fit settings are refused in the config's lapt section too (it overrides the loop's
+        # budget check; the expand demo once ran new-head with head_fit_after set, and the fit silently used
+        # learning_rate instead of head_fit_learning_rate)
+        (["init.mode=expand", "lapt.strategy=new-head", "lapt.head_fit_after=true"], "set one of them"),
+        (["init.mode=expand", "lapt.strategy=new-head", "lapt.objective=distill"], "set objective clm"),
     ],
 )
 def test_bad_values_name_the_field(overrides, field):
