@@ -49,5 +49,10 @@ def validation_problems(error: ValidationError, prefix: str = "") -> list[str]:
         if item["type"] == UNKNOWN_FIELD:
             lines += [f"{where}.{message}" if where else message for message in item["ctx"]["messages"]]
         else:
-            lines.append(f"{where or '(top level)'}: {item['msg']} (got {item.get('input')!r})")
+            given = item.get("input")
+            # a section's own check (loc: the section) gets the whole section as input: naming it is enough, and
+            # repeating it would print every value of the config (secrets included)
+            got = "" if isinstance(given, dict) else f" (got {given!r})"
+            message = item["msg"].removeprefix("Value error, ")
+            lines.append(f"{where or '(top level)'}: {message}{got}")
     return lines

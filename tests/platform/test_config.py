@@ -63,6 +63,16 @@ def test_bad_values_name_the_field(overrides, field):
     assert field in str(error.value)
 
 
+def test_a_cross_field_error_names_the_problem_without_printing_the_config():
+    """A check over several fields (here: a head fit without an expansion) gets the whole config as its input; the
+    message names the fields and the fix and does not repeat every value (a tracking password among them)."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, [*BASE, "lapt.head_fit_after=true", "tracking.experiment=secret-hunter2"])
+    message = str(error.value)
+    assert "lapt.head_fit_after" in message and "set init.mode expand" in message
+    assert "hunter2" not in message and "Value error" not in message
+
+
 def test_malformed_yaml_and_missing_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("lapt: [unclosed\n")
