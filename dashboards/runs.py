@@ -148,7 +148,7 @@ def _stream_names(params: dict) -> dict[str, str]:
 
 def curve_keys(methods: pd.DataFrame) -> list[str]:
     """Metric keys that LAPT logs per step on the method runs (``lapt_loss``, ``lapt_learning_rate``, ...)."""
-    from vocadapt.platform.ray_train import METRIC_PREFIX
+    from vocadapt.platform.lapt_worker import METRIC_PREFIX
 
     keys = {key for metrics in methods["metrics"] for key in metrics
             if key.startswith(METRIC_PREFIX) or key in LEGACY_CURVES}

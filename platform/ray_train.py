@@ -1,4 +1,5 @@
-"""LAPT on Ray Train V2: the loop of ``components.training`` inside ``TorchTrainer`` workers.
+"""LAPT on Ray Train V2, the driver: the loop of ``components.training`` inside ``TorchTrainer`` workers
+(:func:`~vocadapt.platform.lapt_worker.lapt_worker`, in ``platform/lapt_worker.py``, is what each worker runs).
 
 Each worker loads the model and tokenizer from disk, reads its shard of the mixed text (files or Hugging Face
 datasets), and runs ``train_lapt`` under the process group Ray set up (gloo on CPU, NCCL on GPU), with DeepSpeed
@@ -18,9 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
-import time
-from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +27,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from vocadapt.components.typed_settings import validation_problems
-from vocadapt.platform import model_loading
 from vocadapt.platform.config_sections import ConfigError, LaptSection
-from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, worker_progress
+from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress
+from vocadapt.platform.lapt_worker import lapt_worker
 from vocadapt.platform.storage import StorageLocation, locate
-
-METRIC_PREFIX = "lapt_"
 
 
 @dataclass
@@ -60,31 +56,6 @@ class LaptRunResult:
 
     def series(self, name: str) -> list[tuple[int, float]]:
         return [(step, metrics[name]) for step, metrics in self.history if name in metrics]
-
-
-class MlflowRunLogger:
-    """The ``MetricLogger`` protocol writing into one existing MLflow run with ``MlflowClient.log_batch``.
-
-    Used inside Ray workers, where no active run exists (and must not: an ``MLFLOW_RUN_ID`` leaked from ``mlflow
-    run`` is cleared by the worker). Steps at or below the last step the run already holds for ``<prefix>loss``
-    are skipped: after a resume they were logged before the failure, and logging them again would count them
-    twice."""
-
-    def __init__(self, tracking_uri: str, run_id: str, prefix: str = METRIC_PREFIX) -> None:
-        from mlflow.tracking import MlflowClient
-
-        self.client, self.run_id, self.prefix = MlflowClient(tracking_uri), run_id, prefix
-        history = self.client.get_metric_history(run_id, f"{prefix}loss")
-        self.logged_up_to = max((metric.step for metric in history), default=0)
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        from mlflow.entities import Metric
-
-        if step is not None and step <= self.logged_up_to:
-            return
-        timestamp = int(time.time() * 1000)
-        batch = [Metric(f"{self.prefix}{key}", float(value), timestamp, step or 0) for key, value in metrics.items()]
-        self.client.log_batch(self.run_id, metrics=batch)
 
 
 # Set to 1 to see every Ray process's output on the console again (debugging a worker by its prints).
@@ -264,7 +235,13 @@ def _check_sources(files: dict[str, list[str]], datasets: dict, mixing: dict[str
 
 
 def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig, TrainingFailedError
+    from ray.train import (
+        CheckpointConfig,
+        FailureConfig,
+        RunConfig,
+        ScalingConfig,
+        TrainingFailedError,
+    )
     from ray.train.torch import TorchConfig, TorchTrainer
 
     section, run_name = plan.section, plan.run_name
@@ -318,184 +295,3 @@ def _collect(result, output_dir: Path) -> LaptRunResult:
         tokens_per_second=speeds[len(speeds) // 2] if speeds else 0.0, checkpoint_path=result.checkpoint.path,
         energy=summary.get("energy", {}),
     )
-
-
-def lapt_worker(config: dict) -> None:
-    """One Ray Train worker: load, train (resuming from Ray's latest checkpoint), report the final model."""
-    os.environ.pop("MLFLOW_RUN_ID", None)  # `mlflow run` sets it in the driver; the worker must not inherit a run
-    import ray.train
-    import ray.train.torch
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from vocadapt.components import training
-    from vocadapt.components.metric_logging import NullLogger
-
-    settings: LaptSection = config["settings"]  # validated once, in the driver; the loop reads it as it is
-    rank = ray.train.get_context().get_world_rank()
-    if rank == 0 and os.environ.get(PROGRESS_ENV):  # rank 0 may run on a node where the driver's folder is not
-        Path(os.environ[PROGRESS_ENV]).parent.mkdir(parents=True, exist_ok=True)
-    energy = _NodeEnergy(config)
-    if not settings.use_gpu:
-        torch.set_num_threads(settings.cpus_per_worker)  # as many threads as reserved CPUs
-    tokenizer = model_loading.load_checkpoint_tokenizer(config["tokenizer_dir"])
-    model = model_loading.load_causal_lm(config["model_dir"], what="--model", dtype=torch.float32)
-    model.to(ray.train.torch.get_device())
-    distillation = _teacher(config, settings, tokenizer, torch)
-    data = training.LaptData.from_sources(config["train_files"], settings.datasets)
-    logger = NullLogger()
-    if rank == 0 and config["tracking_uri"] and config["mlflow_run_id"]:
-        logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])
-    checkpoint = ray.train.get_checkpoint()
-    with checkpoint.as_directory() if checkpoint else nullcontext() as resume_dir:
-        if resume_dir and (Path(resume_dir) / "final.json").is_file():
-            energy.meter.stop()  # the finished run's final.json keeps the energy that run took
-            return _report_again(Path(resume_dir), rank)  # a finished run rerun under its name
-        energy.resume(resume_dir)
-        result = training.train_lapt(
-            model, tokenizer, data, settings, logger, checkpoint_hook=energy.checkpoint_hook(_report_checkpoint),
-            resume_state=resume_dir, eval_documents=config["eval_documents"],
-            engine_factory=_engine_factory(settings),
-            step_hook=worker_progress(rank, settings.total_steps(ray.train.get_context().get_world_size())),
-            distillation=distillation,
-        )
-    _report_final(result, tokenizer, rank, energy.total(stop=True))
-
-
-def _teacher(config: dict, settings: LaptSection, student_tokenizer, torch):
-    """The frozen teacher of a 'distill' objective (bf16 on a GPU), or None."""
-    if not settings.distills:
-        return None
-    from vocadapt.components.training.objectives import Distillation
-
-    folder = config["teacher_dir"]
-    dtype = torch.bfloat16 if settings.use_gpu else torch.float32
-    teacher = model_loading.load_causal_lm(folder, what="lapt.teacher", dtype=dtype)
-    teacher_tokenizer = model_loading.load_checkpoint_tokenizer(folder)
-    return Distillation(teacher, teacher_tokenizer, student_tokenizer, max_teacher_length=settings.teacher_max_length,
-                        temperature=settings.distill_temperature, threshold=settings.distill_threshold)
-
-
-ENERGY_FILE = "energy.json"
-
-
-class _NodeEnergy:
-    """This worker's part of LAPT's energy meter: one meter per node, on local rank 0, reading the whole machine.
-
-    RAPL reads a CPU package whole and NVML a GPU whole, whichever process asks, so a meter in every worker would
-    count a node once per worker on it. Local rank 0 measures its node (CPUs, memory, and the GPUs of the node's
-    workers: Ray Train's TorchConfig shares CUDA_VISIBLE_DEVICES between them), the other workers measure nothing,
-    and :meth:`total` adds the nodes up with an all-reduce, so a run on several nodes counts each node once. Other
-    work on a node the run shares is counted too. Checkpoints carry the count: each holds the energy so far (with
-    the earlier attempts'), and a worker group restarted after a failure resumes from it, so only the energy
-    between the last checkpoint and the failure is missing."""
-
-    def __init__(self, config: dict) -> None:
-        import ray.train
-
-        from vocadapt.platform.energy import StageMeter
-
-        self.country = config.get("energy_country")
-        measures = bool(self.country) and ray.train.get_context().get_local_rank() == 0
-        self.meter = StageMeter("lapt", country_iso_code=self.country or "", enabled=measures)
-        self.meter.start()
-        self.before = None  # EnergyReading of the attempts before a restart, from the checkpoint resumed
-
-    def resume(self, resume_dir: str | None) -> None:
-        from vocadapt.platform.energy import EnergyReading
-
-        saved = Path(resume_dir) / ENERGY_FILE if resume_dir else None
-        if self.country and saved and saved.is_file():
-            self.before = EnergyReading.from_dict(json.loads(saved.read_text(encoding="utf-8")))
-
-    def total(self, *, stop: bool) -> dict[str, Any]:
-        """Every node's reading so far plus the earlier attempts', as ``EnergyReading.as_dict()`` with
-        ``before_restart_kwh``; {} when nothing is measured. A collective: every worker calls it."""
-        reading = self.meter.stop() if stop else self.meter.so_far()
-        if not self.country:
-            return {}
-        import ray.train.torch
-
-        from vocadapt.platform.energy import sum_over_workers
-
-        summed = sum_over_workers(reading, ray.train.torch.get_device())
-        if not summed.mode:
-            return {}
-        if self.before is not None:
-            summed.add(self.before)
-        return summed.as_dict() | {"before_restart_kwh": self.before.kwh if self.before else 0.0}
-
-    def checkpoint_hook(self, report):
-        """``report`` (``_report_checkpoint``) with the energy so far added to the checkpoint by rank 0."""
-
-        def hook(step: int, write, metrics: dict) -> None:
-            import ray.train
-
-            energy = self.total(stop=False)
-
-            def write_with_energy(folder: Path) -> None:
-                write(folder)
-                if energy and ray.train.get_context().get_world_rank() == 0:
-                    (folder / ENERGY_FILE).write_text(json.dumps(energy), encoding="utf-8")
-
-            report(step, write_with_energy, metrics)
-
-        return hook
-
-
-def _engine_factory(settings: LaptSection):
-    if not settings.deepspeed.enabled:
-        return None
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
-
-    return deepspeed_engine_factory(settings.deepspeed, settings)
-
-
-def _report_checkpoint(step: int, write, metrics: dict) -> None:
-    """Every rank writes its own files into a temporary folder; Ray merges them into one checkpoint per step."""
-    import ray.train
-
-    with tempfile.TemporaryDirectory() as folder:
-        write(Path(folder))
-        ray.train.report({"step": step, "loss": metrics["loss"]},
-                         checkpoint=ray.train.Checkpoint.from_directory(folder), checkpoint_dir_name=f"step-{step:06d}")
-
-
-def _report_final(result, tokenizer, rank: int, energy: dict[str, Any] | None = None) -> None:
-    """Rank 0 saves the trained model (safetensors) with its tokenizer, the metric history and the energy."""
-    import ray.train
-
-    with tempfile.TemporaryDirectory() as folder:
-        _save_model(result.model, tokenizer, Path(folder) / "model", rank)
-        if rank == 0:
-            summary = {"steps": result.steps, "tokens": result.tokens, "history": result.history,
-                       "trainable_parameters": result.trainable_parameters, "energy": energy or {}}
-            (Path(folder) / "final.json").write_text(json.dumps(summary), encoding="utf-8")
-        checkpoint = ray.train.Checkpoint.from_directory(folder) if rank == 0 else None
-        ray.train.report({"step": result.steps, "final": 1}, checkpoint=checkpoint, checkpoint_dir_name="final")
-
-
-def _save_model(model, tokenizer, folder: Path, rank: int) -> None:
-    """save_pretrained on rank 0; under ZeRO-3 every rank first takes part in gathering the full parameters."""
-    params = list(model.parameters())
-    gathered = nullcontext()
-    if any(hasattr(p, "ds_id") for p in params):
-        import deepspeed
-
-        gathered = deepspeed.zero.GatheredParameters(params, modifier_rank=None)
-    with gathered:
-        if rank == 0:
-            model.save_pretrained(folder, safe_serialization=True)
-            tokenizer.save_pretrained(folder)
-
-
-def _report_again(checkpoint: Path, rank: int) -> None:
-    import ray.train
-
-    with tempfile.TemporaryDirectory() as folder:
-        if rank == 0:
-            shutil.copytree(checkpoint, folder, dirs_exist_ok=True)
-        summary = json.loads((checkpoint / "final.json").read_text(encoding="utf-8"))
-        ray.train.report({"step": summary["steps"], "final": 1},
-                         checkpoint=ray.train.Checkpoint.from_directory(folder) if rank == 0 else None,
-                         checkpoint_dir_name="final")

@@ -28,7 +28,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
     from vocadapt.platform.corpus_checks import log_expectations
     from vocadapt.platform.energy import log_energy
-    from vocadapt.platform.ray_train import METRIC_PREFIX
+    from vocadapt.platform.lapt_worker import METRIC_PREFIX
     from vocadapt.platform.tracking import Tracker
 
     import mlflow
@@ -53,7 +53,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
                 tracker.log_params(run_id, {"method": method})
                 tracker.log_metrics(run_id, {"bpb_target_zero_shot": 2.4 - offset * 0.3,
                                              "bpb_source_zero_shot": 2.0 - offset * 0.2}, step=0)
-                for step in range(1, 6):  # as platform/ray_train.py logs LAPT, with its prefix
+                for step in range(1, 6):  # as platform/lapt_worker.py logs LAPT, with its prefix
                     tracker.log_metrics(run_id, {f"{METRIC_PREFIX}loss": 6.0 / step + offset * 0.2,
                                                  f"{METRIC_PREFIX}learning_rate": 3e-4}, step=step)
                 tracker.log_metrics(run_id, {f"{METRIC_PREFIX}bits_per_byte_target": 1.5}, step=5)

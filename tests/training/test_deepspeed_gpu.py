@@ -64,7 +64,7 @@ def test_bf16_zero_follows_the_fp32_curve_and_saves_full_weights(process_group, 
     from transformers import AutoModelForCausalLM
 
     from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
-    from vocadapt.platform.ray_train import _save_model
+    from vocadapt.platform.lapt_worker import save_model as _save_model
 
     settings = _settings()
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": zero_stage, "precision": "bf16"}, settings)

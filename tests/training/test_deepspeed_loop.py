@@ -36,7 +36,7 @@ def test_deepspeed_follows_the_plain_curve_and_saves_full_weights(process_group,
     from transformers import AutoModelForCausalLM
 
     from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
-    from vocadapt.platform.ray_train import _save_model
+    from vocadapt.platform.lapt_worker import save_model as _save_model
 
     settings = _settings()
     factory = deepspeed_engine_factory({"enabled": True, **deepspeed}, settings)

@@ -35,7 +35,7 @@ def test_deepspeed_offload_without_zero_is_refused():
 def test_mlflow_logger_continues_a_run_without_repeating_steps(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from vocadapt.platform.ray_train import MlflowRunLogger
+    from vocadapt.platform.lapt_worker import MlflowRunLogger
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)

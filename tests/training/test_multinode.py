@@ -192,7 +192,7 @@ def _train_loop(attempts: str, doomed: str, run_uri: str):
         import ray.train
 
         from vocadapt.components import training
-        from vocadapt.platform.ray_train import lapt_worker
+        from vocadapt.platform.lapt_worker import lapt_worker
         from vocadapt.platform.storage import locate
 
         rank = ray.train.get_context().get_world_rank()
@@ -248,7 +248,8 @@ def _kill_the_doomed_node(cluster: Cluster, doomed: Path, killed: list[str]) -> 
 def test_lapt_survives_losing_a_node_and_resumes_from_the_s3_checkpoint(services, cluster, world, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from vocadapt.platform.ray_train import fit_lapt, lapt_worker
+    from vocadapt.platform.lapt_worker import lapt_worker
+    from vocadapt.platform.ray_train import fit_lapt
 
     endpoint, tracking_uri = services
     client = MlflowClient(tracking_uri)

@@ -79,7 +79,7 @@ def _worker_killed_once(rank: int, step: int, marker: str):
         import ray.train
 
         from vocadapt.components import training
-        from vocadapt.platform.ray_train import lapt_worker
+        from vocadapt.platform.lapt_worker import lapt_worker
 
         train_lapt = training.train_lapt
 

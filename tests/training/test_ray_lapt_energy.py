@@ -74,7 +74,7 @@ def _meter_worker_killed_once(step: int, marker: str):
         import ray.train
 
         from vocadapt.components import training
-        from vocadapt.platform.ray_train import lapt_worker
+        from vocadapt.platform.lapt_worker import lapt_worker
 
         train_lapt = training.train_lapt
 
