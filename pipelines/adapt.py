@@ -400,7 +400,8 @@ def _score_source_side_by_side(config, items, source_model, source_tokenizer, tr
     if items is None:
         return {}
     with measure_stage(config, "evaluation") as reading:
-        scores = score_model(source_model, source_tokenizer, items, prefix="source_model.")
+        scores = score_model(source_model, source_tokenizer, items, source_tokenizer=source_tokenizer,
+                             prefix="source_model.")
     energy.add(reading)
     tracker.log_metrics(parent_id, scores)
     console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
@@ -415,7 +416,8 @@ def _score_side_by_side(model_dir: Path, source_tokenizer, items) -> dict[str, f
     from vocadapt.platform.model_loading import load_model
 
     model, tokenizer = load_model(Path(model_dir), what="adapted model")
-    return score_model(model, tokenizer, items, new_token_ids=new_token_ids(source_tokenizer, tokenizer))
+    return score_model(model, tokenizer, items, new_token_ids=new_token_ids(source_tokenizer, tokenizer),
+                       source_tokenizer=source_tokenizer)
 
 
 def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:

@@ -10,6 +10,10 @@ What ``adapt`` logs so the registry's promotion gates can judge the promise (sam
 - ``generation.tokens_per_character`` and ``generation.percent_generated_new`` (%Gen) of those translations, which
   are target-language text (without parallel text: greedy continuations of the cloze contexts, target-language
   text too): what the "generated tokens per character" gate reads (counts, no clock);
+- ``generation.same_text_token_saving``: 1 - the tokens the model generated / the tokens the source tokenizer needs
+  for the same generated characters. ``tokens_per_character`` also moves with *what* a model writes (a candidate
+  that copies more of the English sentence writes cheaper characters without using a new token); this one compares
+  tokenizations of one text, so only the new tokens the model chose can raise it;
 - ``bpb_ood_target`` / ``bpb_ood_source``: bits per byte on out-of-domain text (Debian fortunes), which no model
   trained on (:mod:`platform.out_of_domain`).
 
@@ -67,8 +71,10 @@ def build_items(*, language: str, source_language: str, documents: list[str], pa
                            max_length, batch_size)
 
 
-def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None, prefix: str = "") -> dict[str, float]:
-    """Every measure of the module doc for one model, named with ``prefix`` (``source_model.`` for the source)."""
+def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None, source_tokenizer=None,
+                prefix: str = "") -> dict[str, float]:
+    """Every measure of the module doc for one model, named with ``prefix`` (``source_model.`` for the source);
+    ``generation.same_text_token_saving`` needs ``source_tokenizer``."""
     from vocadapt.components.evaluation.cloze_scoring import score_cloze
     from vocadapt.components.evaluation.efficiency import generation_efficiency
     from vocadapt.components.evaluation.text_scores import chrf
@@ -93,10 +99,20 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
     metrics["generation.tokens_per_character"] = report["tokens_per_character"]
     if "percent_generated_new" in report:
         metrics["generation.percent_generated_new"] = report["percent_generated_new"]
+    if source_tokenizer is not None:
+        metrics["generation.same_text_token_saving"] = same_text_token_saving(record, source_tokenizer)
     for stream, documents in items.out_of_domain.items():
         metrics[f"bpb_ood_{stream}"] = bits_per_byte(model, tokenizer, documents, max_length=items.max_length,
                                                      batch_size=items.batch_size)
     return {f"{prefix}{key}": value for key, value in metrics.items()}
+
+
+def same_text_token_saving(record, source_tokenizer) -> float:
+    """1 - generated tokens / the source tokenizer's tokens for the same generated texts (0 when nothing was
+    generated; below 0 when the model spells its text in more pieces than the source tokenizer would)."""
+    generated = sum(len(ids) for ids in record.token_ids)
+    needed = sum(len(source_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in record.texts)
+    return 1.0 - generated / needed if needed else 0.0
 
 
 def items_for_config(config, inputs) -> SideBySideItems | None:

@@ -103,3 +103,24 @@ def test_score_model_names_what_the_gates_read(tiny, fixture_corpora, tmp_path):
                             "source_model.benchmark.side_by_side_translation_en_it.chrf",
                             "source_model.generation.tokens_per_character",
                             "source_model.generation.percent_generated_new", "source_model.bpb_ood_target"}
+    with_source = score_model(model, tokenizer, items, source_tokenizer=tokenizer)
+    # the model's own tokenizer as the source: greedy text is re-tokenized about as it was generated
+    assert abs(with_source["generation.same_text_token_saving"]) < 0.5
+
+
+def test_same_text_token_saving_compares_tokenizations_of_the_same_text(tiny):
+    """Only the pieces a model chose count: the same characters in fewer tokens save tokens, in more pieces than the
+    source tokenizer would use they cost some; what the text says does not matter."""
+    from vocadapt.components.evaluation.efficiency import GenerationRecord
+    from vocadapt.pipelines.side_by_side import same_text_token_saving
+
+    _, tokenizer = tiny
+    text = "la casa è molto grande e la finestra è aperta"
+    canonical = tokenizer(text, add_special_tokens=False)["input_ids"]
+    halved = GenerationRecord([text], [canonical[: len(canonical) // 2]], seconds=1.0)  # as if tokens were longer
+    assert same_text_token_saving(GenerationRecord([text], [canonical], 1.0), tokenizer) == 0.0
+    assert same_text_token_saving(halved, tokenizer) == pytest.approx(1 - (len(canonical) // 2) / len(canonical))
+    assert same_text_token_saving(GenerationRecord([text + " " + text], [canonical * 2], 1.0), tokenizer) \
+        == pytest.approx(1 - 2 * len(canonical) / len(tokenizer(text + " " + text, add_special_tokens=False)["input_ids"]))
+    assert same_text_token_saving(GenerationRecord([text], [canonical * 2], 1.0), tokenizer) == -1.0  # spelled out
+    assert same_text_token_saving(GenerationRecord([""], [[]], 1.0), tokenizer) == 0.0

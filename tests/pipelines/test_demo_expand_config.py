@@ -47,6 +47,7 @@ def test_demo_expand_config_at_reduced_size(embedded_assets, tmp_path, monkeypat
     child = next(run for run in runs if run.data.params.get("method") == "fvt")
     assert client.get_metric_history(child.info.run_id, "lapt_head_fit_loss_after")  # the new head rows were fitted
     for key in ("benchmark.side_by_side_cloze_it.acc_bytes", "benchmark.side_by_side_translation_en_it.chrf",
-                "generation.tokens_per_character", "generation.percent_generated_new"):
+                "generation.tokens_per_character", "generation.percent_generated_new",
+                "generation.same_text_token_saving"):
         assert key in child.data.metrics, key
     assert "candidate" in result.output and "default gate" in result.output  # the gate preview was printed
