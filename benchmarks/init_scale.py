@@ -199,12 +199,17 @@ def measure(work: Path, method: str) -> dict:
     command = [sys.executable, __file__, "--work", str(work), "--child", method, "--shape", SHAPE,
                "--budget-mb", str(BUDGET_MB)]
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    output = process.stdout.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    if status != 0:
-        return {"method": method, "error": f"exit status {status}", "wall_seconds": round(wall, 1)}
+    import tempfile
+
+    with tempfile.TemporaryFile(mode="w+") as errors:  # a file, not a pipe: a chatty child cannot block on it
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+        output = process.stdout.read()
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        if status != 0:  # say why (a full disk, a missing asset), not only that it failed
+            errors.seek(0)
+            last = errors.read().strip().splitlines()[-1:] or ["no output on stderr"]
+            return {"method": method, "error": f"exit status {status}: {last[0][:200]}", "wall_seconds": round(wall, 1)}
     result = json.loads(output.strip().splitlines()[-1])
     import shutil
 

@@ -238,7 +238,8 @@ def _log_to_version_run(tracker: Tracker, version_run_id: str, metrics: dict[str
     gated = {key: value for key, value in metrics.items()
              if key.startswith(("benchmark.", "source_model.benchmark.")) and not key.endswith("_stderr")}
     gated |= {key: metrics[key] for key in ("generation.tokens_per_character",
-                                            "source_model.generation.tokens_per_character") if key in metrics}
+                                            "source_model.generation.tokens_per_character",
+                                            "generation.same_text_token_saving") if key in metrics}
     tracker.log_metrics(version_run_id, gated)
 
 

@@ -143,6 +143,11 @@ def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, sourc
     for prefix in contenders:  # over all tasks together: what the promotion gate on generated tokens reads
         totals_report = generation_efficiency(_combined([records[prefix, task] for task in prompts]))
         metrics[f"{prefix}generation.tokens_per_character"] = totals_report["tokens_per_character"]
+    if source:  # the tokens the model saved on its own text against the source tokenizer (the saving gate)
+        from vocadapt.pipelines.side_by_side import same_text_token_saving
+
+        combined = _combined([records["", task] for task in prompts])
+        metrics["generation.same_text_token_saving"] = same_text_token_saving(combined, source[1])
     return metrics
 
 

@@ -96,6 +96,14 @@ class PromotionGates(Section):
         "10% fewer; metric generation.tokens_per_character, logged by `vocadapt evaluate`). Deterministic: counts, "
         "no clock. A vocabulary that is shorter on the corpus but never used when generating fails it."
     )
+    generated_token_saving: Margin = Field(
+        default_factory=lambda: _absolute(0.10), description="The candidate's generations must take at least this "
+        "share fewer tokens than the source tokenizer needs for the same generated text (absolute 0.10: 10% fewer; "
+        "metric generation.same_text_token_saving, logged by `vocadapt adapt` and `vocadapt evaluate`). Tokens per "
+        "character also move with *what* a model writes (copying more of an English prompt is cheaper per "
+        "character): this one compares two tokenizations of one text, so only the new tokens the model chose to "
+        "write pass it. Deterministic: counts, no clock."
+    )
     benchmarks: dict[str, Margin] = Field(
         default_factory=lambda: {key: _absolute(value) for key, value in DEFAULT_BENCHMARK_MARGINS.items()},
         description="How far each benchmark score (metric benchmark.<task>.<measure>, higher is better) may fall "
@@ -116,6 +124,14 @@ class PromotionGates(Section):
             raise ValueError(f"{', '.join(old)}: a bare margin does not say its kind or unit; each gate now states "
                              f"its own margin, absolute or relative: {fixes}")
         return data
+
+    @field_validator("generated_token_saving")
+    @classmethod
+    def _saving_is_absolute(cls, margin: Margin) -> Margin:
+        if margin.absolute is None or margin.absolute >= 1:
+            raise ValueError("the token saving is already a share of the source tokenizer's tokens: give it as "
+                             "{absolute: X} with X below 1 (0.10: at least 10% fewer tokens on the same text)")
+        return margin
 
     @field_validator("target_fertility_reduction", "generated_tokens_per_character")
     @classmethod
@@ -188,6 +204,15 @@ def _gate(gate: str, metrics: Mapping[str, float], measured_key: str, reference_
                       reference, margin.describe())
 
 
+def _at_least(gate: str, metrics: Mapping[str, float], key: str, margin: Margin) -> GateResult:
+    """``key`` >= the margin itself: a measure that is already relative to the source (no source value to move)."""
+    measured, threshold = metrics.get(key), margin.allowance(0.0)
+    if measured is None:
+        return GateResult(gate, None, threshold, False, f"not measured: metric ['{key}'] missing", None,
+                          margin.describe())
+    return GateResult(gate, measured, threshold, measured >= threshold, f"{key} >= margin", None, margin.describe())
+
+
 def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language: str) -> list[GateResult]:
     """Check ``gates`` against a version's metrics (its run's, plus its parent run's). Missing metrics fail."""
     results = []
@@ -201,6 +226,8 @@ def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language
     results.append(_gate("generated tokens per character", metrics, "generation.tokens_per_character",
                          "source_model.generation.tokens_per_character", gates.generated_tokens_per_character,
                          direction="at_most_minus"))
+    results.append(_at_least("generated tokens saved on the same text", metrics, "generation.same_text_token_saving",
+                             gates.generated_token_saving))
     results.extend(_benchmark_gates(metrics, gates))
     return results
 

@@ -53,6 +53,7 @@ def test_evaluate_registered_model_logs_every_score(tmp_path, registered, held_o
         assert metrics[f"{prefix}bpb.it"] > 0 and metrics[f"{prefix}parameters.total"] > 0
         assert metrics[f"{prefix}generation.vocadapt_translation_en_it.tokens_per_second"] > 0
     assert 0 <= metrics["generation.vocadapt_translation_en_it.percent_generated_new"] <= 100
+    assert -1 <= metrics["generation.same_text_token_saving"] < 1  # what the saving gate reads
     assert metrics["speed_up.characters_per_second"] > 0
     assert metrics["speed_up.vocadapt_translation_it_en.examples_per_second"] > 0
     similarity = [key for key in metrics if key.startswith("similarity.")]
