@@ -15,20 +15,19 @@ depends only on column j of the source matrix) the work is split by columns inst
 it fits: then the result is the whole-matrix result bit for bit); the peak is set by the budget, not by the
 vocabulary or the hidden size. Each block gets a generator seeded with the same seed, so a method whose draws do not
 depend on the hidden size (random_token's row picks) draws the same in every block, and the block's place in the
-matrix (``InitProblem.columns``), so a Gaussian fallback row (fvt's, wechsel's, omp's, focus', clp's and salt's for a
-token with no source piece or no vector) gets the values of its columns in the whole-matrix draw: the streamed
-checkpoint is the whole-matrix one byte for byte.
+matrix (``InitProblem.columns``), so a Gaussian row (random's, or the fallback row of fvt, wechsel, omp, focus, clp
+and salt for a token with no source piece or no vector) gets the values of its columns in the whole-matrix draw: the
+streamed checkpoint is the whole-matrix one byte for byte.
 
-**Which methods stream.** Those registered ``columnwise``: fvt, merge, random_token, align, wechsel, omp, focus, clp
-and salt. Each new row is a fixed combination of source rows (pieces, aligned tokens, word-vector or helper
+**Which methods stream.** Those registered ``columnwise``: fvt, merge, random_token, align, wechsel, omp, focus, clp,
+salt and random. Each new row is a fixed combination of source rows (pieces, aligned tokens, word-vector or helper
 neighbours, pursuit atoms, per-token least-squares coefficients) or a copy of one, with weights computed from
-tokenizers, corpus, word vectors or helper, never from the source matrix; the costly part (decomposition, alignment,
-neighbour search, pursuit, sparsemax weights) runs once and is reused by every block and by the LM head (clp's dense
-weights are recomputed per block instead: ``clp.py`` says why). The others hold whole matrices: multivariate draws
-from the (hidden x hidden) covariance of the source rows, and sava standardises and L2-normalises whole source rows
-before fitting its affine map into the full hidden space (``sava.py``): a row of either depends on every column, so
-a column block cannot produce its columns; random draws N(mu, sigma^2) per column but in row-major order
-(``gaussian_rows``), so its values depend on the width (``random.py`` says why the columnwise draw was not taken).
+tokenizers, corpus, word vectors or helper, never from the source matrix, or a column-by-column Gaussian draw; the
+costly part (decomposition, alignment, neighbour search, pursuit, sparsemax weights) runs once and is reused by every
+block and by the LM head (clp's dense weights are recomputed per block instead: ``clp.py`` says why). The others hold
+whole matrices: multivariate draws from the (hidden x hidden) covariance of the source rows, and sava standardises
+and L2-normalises whole source rows before fitting its affine map into the full hidden space (``sava.py``): a row of
+either depends on every column, so a column block cannot produce its columns.
 """
 
 from __future__ import annotations

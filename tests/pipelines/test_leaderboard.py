@@ -60,7 +60,9 @@ def test_ranked_table_is_printed_logged_and_reused(world):
     assert [row["rank"] for row in ranked] == [1, 2, 3, 4]
     target_bpb = [row["bits_per_byte"]["target"] for row in ranked]
     assert target_bpb == sorted(target_bpb) and all(value > 0 for value in target_bpb)
-    assert ranked[-1]["method"] == "random"  # random rows are far from every real token: last on a tiny model too
+    # no order between the methods is asserted: on this tiny model the four lie within 0.005 bits per byte, where
+    # another draw of random's rows (the streamed, column-by-column draw) moved it from last to first. On SmolLM2
+    # random is far behind every other method (BENCHMARKS.md, "Quality on SmolLM2-135M").
     assert "zero-shot held-out bits per byte" in result.output and "source model" in result.output
     for row in ranked:
         assert row["method"] in result.output
