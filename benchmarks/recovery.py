@@ -125,19 +125,20 @@ def score(model, tokenizer, world, new_ids) -> dict[str, float]:
     from vocadapt.components.metrics.bits_per_byte import bits_per_byte
     from vocadapt.pipelines.side_by_side import score_model
 
-    _, _, _, _, held_out, out_of_domain, items, _, _ = world
+    _, source_tokenizer, _, _, held_out, out_of_domain, items, _, _ = world
     metrics = {}
     for name, streams in (("held_out", held_out), ("ood", out_of_domain)):
         for stream, documents in streams.items():
             language = "it" if stream == "target" else "en"
             metrics[f"bpb_{name}_{language}"] = bits_per_byte(model, tokenizer, documents, max_length=128,
                                                               batch_size=8)
-    en_it = score_model(model, tokenizer, items[("en", "it")], new_token_ids=new_ids)
+    en_it = score_model(model, tokenizer, items[("en", "it")], new_token_ids=new_ids, source_tokenizer=source_tokenizer)
     it_en = score_model(model, tokenizer, items[("it", "en")], new_token_ids=new_ids)
     metrics["cloze_it_acc_bytes"] = en_it["benchmark.side_by_side_cloze_it.acc_bytes"]
     metrics["chrf_en_it"] = en_it["benchmark.side_by_side_translation_en_it.chrf"]
     metrics["chrf_it_en"] = it_en["benchmark.side_by_side_translation_it_en.chrf"]
     metrics["generated_tokens_per_character_it"] = en_it["generation.tokens_per_character"]
+    metrics["tokens_saved_same_text_it"] = en_it["generation.same_text_token_saving"]
     if "generation.percent_generated_new" in en_it:
         metrics["percent_generated_new_it"] = en_it["generation.percent_generated_new"]
     return metrics
@@ -229,8 +230,8 @@ def plot(results: dict, path: Path) -> None:
 
 def table(results: dict) -> str:
     columns = ["bpb_held_out_it", "bpb_held_out_en", "bpb_ood_it", "bpb_ood_en", "cloze_it_acc_bytes", "chrf_en_it",
-               "chrf_it_en", "percent_generated_new_it", "generated_tokens_per_character_it"]
-    short = ["it bpb", "en bpb", "it OOD", "en OOD", "cloze", "chrF en-it", "chrF it-en", "%Gen", "tok/char"]
+               "chrf_it_en", "percent_generated_new_it", "generated_tokens_per_character_it", "tokens_saved_same_text_it"]
+    short = ["it bpb", "en bpb", "it OOD", "en OOD", "cloze", "chrF en-it", "chrF it-en", "%Gen", "tok/char", "saved"]
     lines = ["| arm | step | " + " | ".join(short) + " |", "| --- " * (len(short) + 2) + "|"]
 
     def row(name, step, metrics):
