@@ -108,7 +108,7 @@ def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, sourc
     ``suite.generation.repeats`` times; the median time counts, so a burst of load on a shared machine does not
     decide the speed-up. Greedy decoding makes every repeat produce the same tokens.
     """
-    from vocadapt.components.evaluation.efficiency import generation_efficiency, speed_up
+    from vocadapt.components.evaluation.efficiency import generation_efficiency, same_text_token_saving, speed_up
     from vocadapt.components.evaluation.prompts import first_line
     from vocadapt.components.tokenizers.overlap import new_token_ids
     from vocadapt.components.evaluation.text_scores import chrf
@@ -133,21 +133,18 @@ def generation_step(suite, tasks, model_dir, model, tokenizer, source_dir, sourc
                 metrics |= {f"{prefix}generation.{task}.{key}": value for key, value in report.items()}
                 console.print(f"  {prefix or 'model '}{task}: {report['characters_per_second']:.1f} chars/s, "
                               f"chrF {report['chrf']:.1f}")
+    # over all tasks together: what the promotion gates on generated tokens read, and the overall speed-up
+    totals = {prefix: _combined([records[prefix, task] for task in prompts]) for prefix in contenders}
+    reports = {prefix: generation_efficiency(record) for prefix, record in totals.items()}
+    for prefix, report in reports.items():
+        metrics[f"{prefix}generation.tokens_per_character"] = report["tokens_per_character"]
     if source:
         for task in prompts:
             ratios = speed_up(_rates(metrics, "", task), _rates(metrics, "source_model.", task))
             metrics |= {f"speed_up.{task}.{rate}": value for rate, value in ratios.items()}
-        totals = {prefix: _combined([records[prefix, task] for task in prompts]) for prefix in contenders}
-        overall = speed_up(generation_efficiency(totals[""]), generation_efficiency(totals["source_model."]))
+        overall = speed_up(reports[""], reports["source_model."])
         metrics |= {f"speed_up.{rate}": value for rate, value in overall.items()}
-    for prefix in contenders:  # over all tasks together: what the promotion gate on generated tokens reads
-        totals_report = generation_efficiency(_combined([records[prefix, task] for task in prompts]))
-        metrics[f"{prefix}generation.tokens_per_character"] = totals_report["tokens_per_character"]
-    if source:  # the tokens the model saved on its own text against the source tokenizer (the saving gate)
-        from vocadapt.pipelines.side_by_side import same_text_token_saving
-
-        combined = _combined([records["", task] for task in prompts])
-        metrics["generation.same_text_token_saving"] = same_text_token_saving(combined, source[1])
+        metrics["generation.same_text_token_saving"] = same_text_token_saving(totals[""], source[1])
     return metrics
 
 

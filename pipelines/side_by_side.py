@@ -76,7 +76,7 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
     """Every measure of the module doc for one model, named with ``prefix`` (``source_model.`` for the source);
     ``generation.same_text_token_saving`` needs ``source_tokenizer``."""
     from vocadapt.components.evaluation.cloze_scoring import score_cloze
-    from vocadapt.components.evaluation.efficiency import generation_efficiency
+    from vocadapt.components.evaluation.efficiency import generation_efficiency, same_text_token_saving
     from vocadapt.components.evaluation.text_scores import chrf
     from vocadapt.components.metrics.bits_per_byte import bits_per_byte
     from vocadapt.platform.evaluation.generation import TransformersBackend
@@ -105,14 +105,6 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
         metrics[f"bpb_ood_{stream}"] = bits_per_byte(model, tokenizer, documents, max_length=items.max_length,
                                                      batch_size=items.batch_size)
     return {f"{prefix}{key}": value for key, value in metrics.items()}
-
-
-def same_text_token_saving(record, source_tokenizer) -> float:
-    """1 - generated tokens / the source tokenizer's tokens for the same generated texts (0 when nothing was
-    generated; below 0 when the model spells its text in more pieces than the source tokenizer would)."""
-    generated = sum(len(ids) for ids in record.token_ids)
-    needed = sum(len(source_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in record.texts)
-    return 1.0 - generated / needed if needed else 0.0
 
 
 def items_for_config(config, inputs) -> SideBySideItems | None:

@@ -61,6 +61,15 @@ def generation_efficiency(record: GenerationRecord, new_token_ids: Collection[in
     return report
 
 
+def same_text_token_saving(record: GenerationRecord, source_tokenizer) -> float:
+    """1 - generated tokens / the source tokenizer's tokens for the same generated texts (0 when nothing was
+    generated; below 0 when the model spells its text in more pieces than the source tokenizer would). Unlike
+    tokens per character it does not move with what a model writes, only with the tokens it chose."""
+    generated = sum(len(ids) for ids in record.token_ids)
+    needed = sum(len(source_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in record.texts)
+    return 1.0 - generated / needed if needed else 0.0
+
+
 def percent_generated_new(token_ids: Sequence[Sequence[int]], new_token_ids: Collection[int]) -> float:
     """%Gen: 100 x generated tokens in ``new_token_ids`` / all generated tokens (0 when nothing was generated)."""
     new = set(new_token_ids)

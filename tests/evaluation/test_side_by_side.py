@@ -111,8 +111,7 @@ def test_score_model_names_what_the_gates_read(tiny, fixture_corpora, tmp_path):
 def test_same_text_token_saving_compares_tokenizations_of_the_same_text(tiny):
     """Only the pieces a model chose count: the same characters in fewer tokens save tokens, in more pieces than the
     source tokenizer would use they cost some; what the text says does not matter."""
-    from vocadapt.components.evaluation.efficiency import GenerationRecord
-    from vocadapt.pipelines.side_by_side import same_text_token_saving
+    from vocadapt.components.evaluation.efficiency import GenerationRecord, same_text_token_saving
 
     _, tokenizer = tiny
     text = "la casa è molto grande e la finestra è aperta"
