@@ -75,7 +75,6 @@ def build_world(args):
     from vocadapt.components.surgery import adapt_embeddings
     from vocadapt.components.tokenizers.expand import expand_with_top_k
     from vocadapt.components.tokenizers.replace import replace_vocabulary
-    from vocadapt.components.tokenizers.train import train_tokenizer
     from vocadapt.components.training.data import read_documents
     from vocadapt.pipelines.side_by_side import build_items
     from vocadapt.platform.assets import load_assets
@@ -83,19 +82,22 @@ def build_world(args):
 
     assets = load_assets(languages=("it",))
     source_tokenizer = AutoTokenizer.from_pretrained(assets.model_dir)
-    source = AutoModelForCausalLM.from_pretrained(assets.model_dir, dtype=torch.float32)
+    if getattr(args, "random_source", None):  # a rehearsal of the GPU run: the shapes without the weights
+        source = args.random_source(args)
+    else:
+        source = AutoModelForCausalLM.from_pretrained(assets.model_dir, dtype=torch.float32)
     italian_train = assets.corpus("it", "train")
-    trained = train_tokenizer([italian_train], "bytelevel-bpe", args.vocabulary, args.out / "tokenizer-trained",
-                              max_lines=args.tokenizer_lines, seed=0, like=source_tokenizer, show_progress=False,
-                              overwrite=True)
+    trained = target_tokenizer(args, italian_train, source_tokenizer)
     lexicon = assets.lexicon("en")
-    changes = {
-        "replace": replace_vocabulary(source_tokenizer, trained),
-        "expand": expand_with_top_k(
+    modes = getattr(args, "modes", None) or ("replace", "expand")
+    changes = {}
+    if "replace" in modes:
+        changes["replace"] = replace_vocabulary(source_tokenizer, trained)
+    if "expand" in modes:
+        changes["expand"] = expand_with_top_k(
             source_tokenizer, trained, read_documents(italian_train)[: args.tokenizer_lines], args.expand_top_k,
             protect=read_documents(assets.corpus("en", "train"))[:20000],
-            protect_words=lexicon.read_text(encoding="utf-8").split() if lexicon else None),
-    }
+            protect_words=lexicon.read_text(encoding="utf-8").split() if lexicon else None)
     align = configure_initializer("align")
     models = {}
     for mode, change in changes.items():
@@ -119,6 +121,20 @@ def build_world(args):
     reference = " ".join(read_documents(assets.corpus("it", "test"))[:40])[: args.reference_characters]
     data = {"target": read_documents(italian_train), "source": read_documents(assets.corpus("en", "train"))}
     return source, source_tokenizer, changes, models, held_out, out_of_domain, items, reference, data
+
+
+def target_tokenizer(args, italian_train, source_tokenizer):
+    """The 16K Italian BPE: trained here, or loaded from ``args.trained_tokenizer`` (a folder an earlier run
+    trained: the GPU run takes the tokenizer trained on the CPU, so both measure the same vocabulary)."""
+    from transformers import AutoTokenizer
+
+    from vocadapt.components.tokenizers.train import train_tokenizer
+
+    if getattr(args, "trained_tokenizer", None):
+        return AutoTokenizer.from_pretrained(args.trained_tokenizer)
+    return train_tokenizer([italian_train], "bytelevel-bpe", args.vocabulary, args.out / "tokenizer-trained",
+                           max_lines=args.tokenizer_lines, seed=0, like=source_tokenizer, show_progress=False,
+                           overwrite=True)
 
 
 def score(model, tokenizer, world, new_ids) -> dict[str, float]:
@@ -185,7 +201,7 @@ def chat_reply(model, tokenizer, max_new_tokens: int = 40) -> str:
     import torch
 
     prompt = tokenizer.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
-    ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"].to(model.device)
     model.eval()
     with torch.no_grad():
         output = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False,

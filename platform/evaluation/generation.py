@@ -47,7 +47,8 @@ class TransformersBackend:
         batches = range(0, len(prompts), self.batch_size)
         for start in tqdm(batches, desc="generate (transformers)", disable=len(batches) < 4):
             batch = list(prompts[start : start + self.batch_size])
-            encoded = _left_padded(tokenizer, batch, pad_id)
+            encoded = {name: tensor.to(self.model.device) for name, tensor in
+                       _left_padded(tokenizer, batch, pad_id).items()}
             with torch.no_grad():
                 output = self.model.generate(
                     **encoded, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_id,
