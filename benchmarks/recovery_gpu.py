@@ -30,6 +30,7 @@ import copy
 import json
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -212,7 +213,8 @@ def fit_head(model, tokenizer, world, args, results) -> None:
     batches = [mixture.next_batch(args.batch_size) for _ in range(count)]
     new_ids = world[2]["expand"].new_token_ids
     fit = fit_new_output_rows(model, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
-                              passes=args.head_fit_passes, learning_rate=args.head_fit_learning_rate, seed=0)
+                              passes=args.head_fit_passes, learning_rate=args.head_fit_learning_rate, seed=0,
+                              untie=args.head_fit_untie)
     results["head_fit"] = {**fit.metrics(), "tokens": float(sum(b.real_tokens for b in batches)),
                            "seconds": time.perf_counter() - started}
 
@@ -295,7 +297,9 @@ def fertility_ratio(world, documents: int = 256) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True, help="results folder (with --mlflow: the run's folder)")
+    parser.add_argument("--mlflow", action="store_true",
+                        help="log the finished run in --out (recovery-gpu.json, recovery-gpu.png) to MLflow and stop")
     parser.add_argument("--rehearse", action="store_true", help="random weights, a few steps; writes the throughput")
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the same path (use --no-compile)")
     parser.add_argument("--rehearse-steps", type=int, default=12)
@@ -313,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-fit-tokens", type=int, default=1_000_000)
     parser.add_argument("--head-fit-passes", type=int, default=3)
     parser.add_argument("--head-fit-learning-rate", type=float, default=1e-2)
+    parser.add_argument("--head-fit-untie", action="store_true",
+                        help="give the tied head its own rows before the fit (lapt.head_fit_untie)")
+    parser.add_argument("--no-generation-speed", dest="generation_speed", action="store_false",
+                        help="skip the speed phase (CPU experiments)")
     parser.add_argument("--items", type=int, default=64, help="cloze items and translations per direction")
     parser.add_argument("--documents", type=int, default=64, help="bits-per-byte documents per set")
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -322,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--italian-train-tokens", type=float, default=2.40e6 / 1.19,
                         help="the embedded Italian training text in expanded-tokenizer tokens (for epochs)")
     args = parser.parse_args(argv)
+    if args.mlflow:  # here, after the GPU run: MLflow does not travel to the lent machine
+        log_to_mlflow(args.out / "recovery-gpu.json")
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
@@ -383,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     phase("training", train, model, tokenizer, world, args, results, save)
     if args.rehearse and args.device == "cuda" and results["training"].get("median_tokens_per_second"):
         THROUGHPUT_FILE.write_text(json.dumps({"tokens_per_second": results["training"]["median_tokens_per_second"]}))
+    if not args.rehearse:  # what LAPT alone reached, before the head fit changes the new rows
+        phase("scores before the head fit", lambda: results.update(
+            adapted_lapt=recovery.score(model, tokenizer, world, state["new_ids"])))
     phase("head fit", fit_head, model, tokenizer, world, args, results)
     if args.rehearse:
         phase("final scores", lambda: results.update(adapted_final=quick_scores(model, tokenizer, world)))
@@ -390,8 +404,9 @@ def main(argv: list[str] | None = None) -> int:
         phase("final scores", lambda: results.update(
             adapted_final=recovery.score(model, tokenizer, world, state["new_ids"]),
             adapted_chat=recovery.chat_reply(model, tokenizer)))
-    phase("generation speed", speed, {"source": (source, source_tokenizer), "adapted": (model, tokenizer)},
-          world, args, results)
+    if args.generation_speed:
+        phase("generation speed", speed, {"source": (source, source_tokenizer), "adapted": (model, tokenizer)},
+              world, args, results)
     results["goals"] = goals(results)
     results["seconds"] = elapsed()
     if torch.cuda.is_available():
@@ -401,12 +416,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def log_to_mlflow(path: Path) -> None:
+    """One MLflow run (experiment ``recovery``) for a finished GPU run: its settings, the scores of every model,
+    the curve per step, the goals, and the JSON and the plot beside it (``recovery-gpu.png``) as artifacts."""
+    import mlflow
+
+    results = json.loads(path.read_text(encoding="utf-8"))
+    mlflow.set_experiment("recovery")
+    with mlflow.start_run(run_name=f"recovery-gpu ({results['device']})"):
+        mlflow.log_params({"command": results["command"][:500], "device": results["device"],
+                           "torch": results["torch"], "transformers": results["transformers"]})
+        for name in ("source", "adapted_step0", "adapted_lapt", "adapted_final"):
+            if results.get(name):
+                mlflow.log_metrics({f"{name}.{key}": value for key, value in results[name].items()})
+        for point in results["curve"]:
+            mlflow.log_metrics({k: v for k, v in point.items() if k not in ("step", "tokens")}, step=point["step"])
+        for row in results["training"]["history"]:
+            mlflow.log_metrics({k: row[k] for k in ("distill_loss", "loss", "tokens_per_second") if k in row},
+                               step=int(row["step"]))
+        for name, goal in results.get("goals", {}).items():
+            mlflow.set_tag("goal: " + re.sub(r"[^\w\-. :/]", "", name.replace("<=", "at most").replace(">=", "at least").replace("%", " percent")),
+                           f"{goal['value']:.3f} vs {goal['target']:.3f}: "
+                           f"{'met' if goal['met'] else 'missed'}")
+        mlflow.log_artifact(str(path))
+        if (path.parent / "recovery-gpu.png").is_file():
+            mlflow.log_artifact(str(path.parent / "recovery-gpu.png"))
+
+
 def report(results: dict) -> None:
     columns = ["bpb_held_out_it", "bpb_held_out_en", "bpb_ood_it", "bpb_ood_en", "cloze_it_acc_bytes", "chrf_en_it",
                "chrf_it_en", "percent_generated_new_it", "generated_tokens_per_character_it",
                "tokens_saved_same_text_it"]
     print("| model | " + " | ".join(columns) + " |")
-    for name in ("source", "adapted_step0", "adapted_final"):
+    for name in ("source", "adapted_step0", "adapted_lapt", "adapted_final"):
         row = results.get(name) or {}
         print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" if c in row else "" for c in columns) + " |")
     for point in results["curve"]:
