@@ -20,6 +20,13 @@ methods registered ``columnwise`` stream the matrices through one float32 column
     python benchmarks/init_scale.py                 # build once under /tmp/vocadapt-init-scale, run all methods
     python benchmarks/init_scale.py --methods fvt random --skip-loop
     python benchmarks/init_scale.py --shape 70b --methods fvt align merge random_token fvt@whole --skip-loop
+
+``--source-rows N`` and ``--target-vocab N`` change the vocabulary at the same hidden size, to see whether the peak
+grows with it: the source matrix gets N rows (the same SmolLM2 tokenizer, padded further; at least 49,152) and the
+target BPE N tokens (at most what the corpus yields: the run records the rows it got). A non-default size gets its
+own ``source-<N>`` / ``target-<N>`` / ``helper-<N>.vec`` beside the default ones in the same work folder.
+
+    python benchmarks/init_scale.py --shape 70b --source-rows 262144 --methods fvt align --skip-loop
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ SHAPES = {"8b": (128_256, 4_096, 14_336, 1_024), "70b": (128_256, 8_192, 28_672,
 BUDGET_MB = 512
 SHAPE = "8b"
 TARGET_VOCAB = 32_768
+SOURCE_DIR, TARGET_DIR, HELPER_FILE = "source", "target", "helper.vec"  # others for a non-default vocabulary
 HOME = Path(os.environ.get("VOCADAPT_HOME", Path.home() / ".cache" / "vocadapt"))
 SOURCE_TOKENIZER = HOME / "models" / "smollm2-135m"
 CORPUS = HOME / "corpora" / "it" / "train.txt"
@@ -87,15 +95,17 @@ def build_checkpoint(folder: Path) -> None:
         torch_dtype="bfloat16",
     ).save_pretrained(str(folder))
     generator = torch.Generator().manual_seed(0)
-    shards = {
-        "model-00001-of-00002.safetensors": {"model.embed_tokens.weight": _random_bf16(ROWS, generator), **_layer(0)},
-        "model-00002-of-00002.safetensors": {
+    shards = {  # built one at a time (the same draws in the same order), so only one shard is in memory
+        "model-00001-of-00002.safetensors": lambda: {"model.embed_tokens.weight": _random_bf16(ROWS, generator),
+                                                     **_layer(0)},
+        "model-00002-of-00002.safetensors": lambda: {
             **_layer(1), "model.norm.weight": torch.ones(HIDDEN, dtype=torch.bfloat16),
             "lm_head.weight": _random_bf16(ROWS, generator),
         },
     }
     weight_map, total = {}, 0
-    for name, tensors in shards.items():
+    for name, build in shards.items():
+        tensors = build()
         save_file(tensors, str(folder / name), metadata={"format": "pt"})
         weight_map.update({tensor: name for tensor in tensors})
         total += sum(t.numel() * t.element_size() for t in tensors.values())
@@ -105,7 +115,7 @@ def build_checkpoint(folder: Path) -> None:
 
 
 def build_target_tokenizer(folder: Path) -> None:
-    """A 32,768-token byte-level BPE trained on the Italian training corpus."""
+    """A 32,768-token (``--target-vocab``) byte-level BPE trained on the Italian training corpus."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -129,13 +139,13 @@ def build_helper(work: Path) -> float:
     from vocadapt.components.helpers import resolve_helper
     from vocadapt.components.helpers.fasttext_helper import token_words
 
-    target = AutoTokenizer.from_pretrained(str(work / "target"))
+    target = AutoTokenizer.from_pretrained(str(work / TARGET_DIR))
     started = time.perf_counter()
     helper = resolve_helper("fasttext:dim=100,epoch=3", target_tokenizer=target, corpus_files=[str(CORPUS)])
     seconds = time.perf_counter() - started
     words = token_words(target)
     known = [token_id for token_id in range(len(words)) if words[token_id] and bool(helper.known[token_id])]
-    with open(work / "helper.vec", "w", encoding="utf-8") as out:
+    with open(work / HELPER_FILE, "w", encoding="utf-8") as out:
         out.write(f"{len(known)} {helper.vectors.shape[1]}\n")
         for token_id in known:
             out.write(words[token_id] + " " + " ".join(f"{v:.5f}" for v in helper.vectors[token_id].tolist()) + "\n")
@@ -150,14 +160,14 @@ def run_child(work: Path, method: str) -> dict:
     if method == "fvt-loop":
         return fvt_python_loop(work)
     name, _, path = method.partition("@")
-    helper = f"vectors:{work / 'helper.vec'}" if get_initializer(name).needs_helper else None
+    helper = f"vectors:{work / HELPER_FILE}" if get_initializer(name).needs_helper else None
     options = None
     if name == "wechsel":  # the English and Italian fastText models and dictionary `vocadapt assets` builds
         from vocadapt.platform.word_vectors import resolve_wechsel_options
 
         options = resolve_wechsel_options({}, "en", "it")
     record = adapt_checkpoint(
-        work / "source", work / "target", work / "out" / method, name, helper=helper, options=options,
+        work / SOURCE_DIR, work / TARGET_DIR, work / "out" / method, name, helper=helper, options=options,
         corpus_files=[str(CORPUS)], overwrite=True,
         memory_budget_bytes=None if path == "whole" else BUDGET_MB * 1024 * 1024,
     )
@@ -173,13 +183,13 @@ def fvt_python_loop(work: Path) -> dict:
 
     from vocadapt.components.tokenizers import token_overlap
 
-    source_tokenizer = AutoTokenizer.from_pretrained(str(work / "source"))
-    target_tokenizer = AutoTokenizer.from_pretrained(str(work / "target"))
+    source_tokenizer = AutoTokenizer.from_pretrained(str(work / SOURCE_DIR))
+    target_tokenizer = AutoTokenizer.from_pretrained(str(work / TARGET_DIR))
     overlap = token_overlap(source_tokenizer, target_tokenizer).target_to_source
-    index = json.loads((work / "source" / "model.safetensors.index.json").read_text())["weight_map"]
+    index = json.loads((work / SOURCE_DIR / "model.safetensors.index.json").read_text())["weight_map"]
     started = time.perf_counter()
     for name in ("model.embed_tokens.weight", "lm_head.weight"):
-        with safe_open(str(work / "source" / index[name]), framework="pt") as handle:
+        with safe_open(str(work / SOURCE_DIR / index[name]), framework="pt") as handle:
             source = handle.get_tensor(name).float()
         target = torch.zeros(len(target_tokenizer), HIDDEN)
         for token_id in range(len(target_tokenizer)):
@@ -197,7 +207,7 @@ def fvt_python_loop(work: Path) -> dict:
 def measure(work: Path, method: str) -> dict:
     """Run one method in a child process: wall seconds and the child's peak RSS in GB."""
     command = [sys.executable, __file__, "--work", str(work), "--child", method, "--shape", SHAPE,
-               "--budget-mb", str(BUDGET_MB)]
+               "--budget-mb", str(BUDGET_MB), "--source-rows", str(ROWS), "--target-vocab", str(TARGET_VOCAB)]
     started = time.perf_counter()
     import tempfile
 
@@ -220,7 +230,7 @@ def measure(work: Path, method: str) -> dict:
 
 
 def main() -> None:
-    global ROWS, HIDDEN, INTERMEDIATE, KV, SHAPE, BUDGET_MB
+    global ROWS, HIDDEN, INTERMEDIATE, KV, SHAPE, BUDGET_MB, TARGET_VOCAB, SOURCE_DIR, TARGET_DIR, HELPER_FILE
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/vocadapt-init-scale"))
     parser.add_argument("--methods", nargs="*", default=METHODS)
@@ -229,11 +239,20 @@ def main() -> None:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="8b", help="Llama-3.1-8B's or 70B's shapes.")
     parser.add_argument("--budget-mb", type=int, default=BUDGET_MB,
                         help="Float32 column block a columnwise method is streamed through (MiB).")
+    parser.add_argument("--source-rows", type=int, help="Rows of the source matrices (default: the shape's).")
+    parser.add_argument("--target-vocab", type=int, default=TARGET_VOCAB, help="Tokens of the target BPE.")
+    parser.add_argument("--results", type=Path, help="Also write the results JSON here.")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     SHAPE = "small" if arguments.small else arguments.shape
     ROWS, HIDDEN, INTERMEDIATE, KV = SHAPES[SHAPE]
     BUDGET_MB = arguments.budget_mb
+    if arguments.source_rows and arguments.source_rows != ROWS:
+        ROWS = arguments.source_rows
+        SOURCE_DIR = f"source-{ROWS}"
+    if arguments.target_vocab != TARGET_VOCAB:
+        TARGET_VOCAB = arguments.target_vocab
+        TARGET_DIR, HELPER_FILE = f"target-{TARGET_VOCAB}", f"helper-{TARGET_VOCAB}.vec"
     if arguments.child:
         result = run_child(arguments.work, arguments.child)
         # this process's own high-water mark: wait4's ru_maxrss also counts the parent's pages between fork and
@@ -250,27 +269,29 @@ def main() -> None:
 
     console = Console()
     setup = {}
-    for name, build in (("source", build_checkpoint), ("target", build_target_tokenizer)):
+    for name, build in ((SOURCE_DIR, build_checkpoint), (TARGET_DIR, build_target_tokenizer)):
         if not (work / name).exists():
             started = time.perf_counter()
             with console.status(f"building {name}"):
                 build(work / name)
             setup[name] = round(time.perf_counter() - started, 1)
     needs_helper = any(get_initializer(m.partition("@")[0]).needs_helper for m in arguments.methods)
-    if needs_helper and not (work / "helper.vec").exists():
+    if needs_helper and not (work / HELPER_FILE).exists():
         with console.status("training the fastText helper"):
             setup["fasttext_helper"] = round(build_helper(work), 1)
     console.print(f"setup seconds: {setup}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     results = []
     runs = list(arguments.methods) + ([] if arguments.skip_loop else ["fvt-loop"])
     for method in runs:
+        load_before = round(os.getloadavg()[0], 1)
         with console.status(f"running {method}"):
             results.append(measure(work, method))
         results[-1]["load_average"] = round(os.getloadavg()[0], 1)
+        results[-1]["load_average_before"] = load_before
         console.print(results[-1])
     fvt_wall = next((r["wall_seconds"] for r in results if r["method"] == "fvt" and "error" not in r), None)
     table = Table("method", "wall s", "CPU s", "peak GB", "method s (input, head)", "x FVT", "goal",
-                  title=f"{SHAPE}: {ROWS:,} x {HIDDEN:,}, untied bf16")
+                  title=f"{SHAPE}: {ROWS:,} x {HIDDEN:,}, untied bf16, target BPE {TARGET_VOCAB:,}")
     for row in results:
         ratio = round(row["wall_seconds"] / fvt_wall, 2) if fvt_wall else None
         if SHAPE == "70b":
@@ -285,8 +306,13 @@ def main() -> None:
         table.add_row(row["method"], str(row["wall_seconds"]), str(row.get("cpu_seconds")), str(row.get("peak_gb")),
                       str(seconds), str(ratio), goal)
     console.print(table)
-    (work / "results.json").write_text(json.dumps({"shape": SHAPE, "budget_mb": BUDGET_MB, "setup": setup,
-                                                   "results": results}, indent=2))
+    default = SOURCE_DIR == "source" and TARGET_DIR == "target"
+    summary = json.dumps({"shape": SHAPE, "source_rows": ROWS, "hidden": HIDDEN, "target_vocab": TARGET_VOCAB,
+                          "budget_mb": BUDGET_MB, "setup": setup, "results": results}, indent=2)
+    (work / ("results.json" if default else f"results-{ROWS}-{TARGET_VOCAB}.json")).write_text(summary)
+    if arguments.results:
+        arguments.results.parent.mkdir(parents=True, exist_ok=True)
+        arguments.results.write_text(summary)
 
 
 if __name__ == "__main__":
