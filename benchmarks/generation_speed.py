@@ -22,21 +22,6 @@ import sys
 import time
 
 
-def left_padded(tokenizer, prompts: list[str], device):
-    """The prompts tokenized and left-padded to the longest one."""
-    import torch
-
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    rows = [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts]
-    width = max(len(row) for row in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    for index, row in enumerate(rows):
-        input_ids[index, width - len(row):] = torch.tensor(row)
-        attention[index, width - len(row):] = 1
-    return input_ids.to(device), attention.to(device), pad_id
-
-
 def static_cache_generation(model, tokenizer, prompts: list[str], *, batch_size: int, new_tokens: int,
                             repeats: int = 3, compiled: bool = True) -> dict[str, float]:
     """Greedy generation of exactly ``new_tokens`` tokens for the first ``batch_size`` prompts (cycled when there are
@@ -44,8 +29,12 @@ def static_cache_generation(model, tokenizer, prompts: list[str], *, batch_size:
     warm-up calls (compilation and CUDA graph capture), then the median of ``repeats`` timed calls."""
     import torch
 
+    from vocadapt.platform.evaluation.generation import left_padded
+
     batch = [prompts[index % len(prompts)] for index in range(batch_size)]
-    input_ids, attention, pad_id = left_padded(tokenizer, batch, model.device)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    encoded = left_padded(tokenizer, batch, pad_id)
+    input_ids, attention = encoded["input_ids"].to(model.device), encoded["attention_mask"].to(model.device)
     options = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=pad_id)
     if compiled:
         options["cache_implementation"] = "static"  # transformers then compiles the decoding step (CUDA graphs)

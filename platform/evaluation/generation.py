@@ -48,7 +48,7 @@ class TransformersBackend:
         for start in tqdm(batches, desc="generate (transformers)", disable=len(batches) < 4):
             batch = list(prompts[start : start + self.batch_size])
             encoded = {name: tensor.to(self.model.device) for name, tensor in
-                       _left_padded(tokenizer, batch, pad_id).items()}
+                       left_padded(tokenizer, batch, pad_id).items()}
             with torch.no_grad():
                 output = self.model.generate(
                     **encoded, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_id,
@@ -61,7 +61,9 @@ class TransformersBackend:
         return GenerationRecord(texts, token_ids, time.perf_counter() - started)
 
 
-def _left_padded(tokenizer, prompts: list[str], pad_id: int):
+def left_padded(tokenizer, prompts: list[str], pad_id: int):
+    """The prompts tokenized (no special tokens) and left-padded with ``pad_id`` to the longest: ``input_ids`` and
+    ``attention_mask`` (CPU tensors)."""
     import torch
 
     rows = [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts]
