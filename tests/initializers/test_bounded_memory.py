@@ -148,3 +148,27 @@ def test_a_matrix_within_the_budget_is_one_block():
     assert column_width(128_256, 8_192) == 1_024  # Llama-3.1-70B's shape under the default 512 MiB
     assert column_width(128_256, 4_096) == 1_024
     assert column_width(10_000_000, 8_192) == 64  # never below one 64-column block
+
+
+def test_blocks_are_sized_for_the_new_rows_too(tmp_path, monkeypatch, source_tokenizer, target_tokenizer,
+                                               corpus_file):
+    """The new rows' block is held beside the source block, so a vocabulary of many new tokens narrows the blocks
+    instead of growing the peak (the peak grew with the new-token count when only the source rows counted)."""
+    from vocadapt.components.surgery import streaming
+
+    source_dir = _checkpoint(tmp_path, source_tokenizer, False, torch.float32, "source")
+    target_tokenizer.save_pretrained(tmp_path / "target")
+    asked = []
+    original = streaming.column_width
+
+    def spy(rows, hidden, budget_bytes=streaming.DEFAULT_BUDGET_BYTES):
+        asked.append(rows)
+        return original(rows, hidden, budget_bytes)
+
+    monkeypatch.setattr(streaming, "column_width", spy)
+    rows = len(source_tokenizer) + 3
+    report = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed", "fvt", mode="replace",
+                              corpus_files=[corpus_file], extra_heads=1, seed=5, memory_budget_bytes=rows * 4 * 64)
+    assert report["streamed"] and asked
+    new_tokens = asked[0] - rows
+    assert new_tokens > 0 and all(count == asked[0] for count in asked)
