@@ -19,7 +19,10 @@ input rows (the hidden states were computed with the rows before the fit); ``unt
 copy first, so the input rows keep their initialisation, at the cost of vocabulary x hidden more parameters (no more
 FLOPs per token). On SmolLM2-135M expanded by 5,000 Italian tokens, the same fit tied and untied gave the same
 held-out Italian bits per byte (3.91 and 3.91) and the tied model generated more of its new tokens (59% against
-19%), so tied is the default (BENCHMARKS.md, "Recovery").
+19%), so tied is the default (BENCHMARKS.md, "Recovery"). A strong tied fit after LAPT does harm: on one H200
+(1M tokens at 1e-2, 3 passes, after 12.6M tokens of distillation) held-out Italian rose from 2.93 to 3.19 bits per
+byte while the fit's own loss, computed on hidden states it holds fixed, fell; the untied fit there is still to be
+measured (BENCHMARKS.md, "The GPU proof").
 
 Pure computation; on several ranks (``torch.distributed`` initialised) each rank fits on its own positions and the
 new rows' gradient is averaged, so every rank ends with the same rows.
