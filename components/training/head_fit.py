@@ -76,24 +76,6 @@ def new_token_ids_of(model: nn.Module) -> list[int]:
     return [token_id for start, end in ranges for token_id in range(start, end)]
 
 
-FORWARD_TOKENS = 16384  # the hidden states are computed this many tokens at a time (small batches are grouped)
-
-
-def _grouped(batches: Iterable[tuple[torch.Tensor, torch.Tensor]], max_tokens: int = FORWARD_TOKENS):
-    """Consecutive batches of one width joined into forward passes of up to ``max_tokens`` tokens: a training
-    micro-batch (4 x 64 tokens in the demo) is far too small a matrix product for a fast inference pass; rows are
-    independent, so the states are the same positions in the same order."""
-    group: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for input_ids, attention_mask in batches:
-        if group and (input_ids.shape[1] != group[0][0].shape[1]
-                      or sum(ids.numel() for ids, _ in group) + input_ids.numel() > max_tokens):
-            yield torch.cat([ids for ids, _ in group]), torch.cat([mask for _, mask in group])
-            group = []
-        group.append((input_ids, attention_mask))
-    if group:
-        yield torch.cat([ids for ids, _ in group]), torch.cat([mask for _, mask in group])
-
-
 @torch.no_grad()
 def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
                    ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,7 +83,7 @@ def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
     body = model.base_model
     states, targets = [], []
     device = next(model.parameters()).device
-    for input_ids, attention_mask in _grouped(batches):
+    for input_ids, attention_mask in batches:
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         keep = (attention_mask[:, :-1] * attention_mask[:, 1:]).bool()

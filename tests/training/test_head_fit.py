@@ -132,20 +132,3 @@ def test_head_fit_after_lapt_runs_once_after_the_last_step(tokenizer):
     assert result.tokens == 2 * 2 * 16  # 40 tokens round up to two micro-batches of 32
     with pytest.raises(ValueError, match="set one of them"):
         LaptSettings(strategy="new-head", head_fit_after=True, max_steps=2)
-
-
-def test_hidden_states_are_computed_in_grouped_passes_without_changing_them():
-    from vocadapt.components.training import head_fit
-
-    model = make_model(VOCABULARY).eval()
-    batches = _planted_batches()
-    mask = torch.ones(4, 24, dtype=torch.long)
-    mask[0, 20:] = 0  # a padded row keeps only its real positions
-    batches[2] = (batches[2][0], mask)
-    batches.append((torch.randint(0, 40, (2, 16)), torch.ones(2, 16, dtype=torch.long)))  # another width
-    groups = list(head_fit._grouped(batches, max_tokens=200))
-    assert [tuple(ids.shape) for ids, _ in groups] == [(8, 24), (8, 24), (8, 24), (2, 16)]
-    grouped_states, grouped_targets = head_fit._hidden_states(model, batches)
-    one_by_one = [head_fit._hidden_states(model, [batch]) for batch in batches]
-    assert grouped_targets.equal(torch.cat([targets for _, targets in one_by_one]))
-    assert torch.allclose(grouped_states, torch.cat([states for states, _ in one_by_one]), atol=1e-5)
