@@ -141,7 +141,7 @@ def train(model, tokenizer, world, args, results, save) -> None:
     teacher = copy.deepcopy(source).to(dtype=torch.bfloat16, device=args.device)
     distillation = Distillation(teacher, source_tokenizer, tokenizer)
     mixture_class, distillation.view = prefetching_mixture(distillation.view)
-    loop.PackedMixture = mixture_class
+    loop_mixture, loop.PackedMixture = loop.PackedMixture, mixture_class  # the loop packs through the prefetcher
     tokens_per_step = args.batch_size * args.sequence_length
     train_seconds = args.budget_seconds - args.reserve_seconds - elapsed()
     max_tokens = args.max_tokens
@@ -188,6 +188,8 @@ def train(model, tokenizer, world, args, results, save) -> None:
         results["training"]["completed"] = False
         results["training"]["stopped"] = str(stop)
         print(stop, flush=True)
+    finally:
+        loop.PackedMixture = loop_mixture
     seconds = time.perf_counter() - started
     steady = [row["tokens_per_second"] for row in history[3:] if "tokens_per_second" in row]
     steady.sort()
