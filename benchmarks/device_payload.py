@@ -10,7 +10,7 @@ Here (after ``vocadapt assets``):
 
     python benchmarks/device_payload.py stage --tokenizer DIR     # writes .gpu1/ and .gpu2/ (git-ignored)
 
-There (the first call carries .gpu1 and .whl-free wheels inside it, the second .gpu2):
+There (the first call carries .gpu1, wheels included; the second .gpu2):
 
     python3 benchmarks/device_payload.py unpack-first     # wheels into /tmp/site, the assets into /tmp/vocadapt-home
     python3 benchmarks/device_payload.py unpack-second    # the GGUF joined, the weights rebuilt and checked
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -47,7 +48,6 @@ def tensor_hashes(state_dict) -> dict[str, str]:
 
 
 def stage(tokenizer: Path) -> None:
-    import torch  # noqa: F401
     from safetensors.torch import load_file
 
     from vocadapt.platform.asset_builders import GGUF_FILE, _package_folder
@@ -67,8 +67,6 @@ def stage(tokenizer: Path) -> None:
         data = json.dumps(manifest).encode()
         info = tarfile.TarInfo("manifest.json")
         info.size = len(data)
-        import io
-
         archive.addfile(info, io.BytesIO(data))
     hashes = tensor_hashes(load_file(str(home / MODEL / "model.safetensors")))
     (FIRST / "tensor_hashes.json").write_text(json.dumps(hashes, indent=1), encoding="utf-8")
@@ -86,6 +84,8 @@ def stage(tokenizer: Path) -> None:
 
 
 def unpack_first() -> None:
+    if not (FIRST / "home.tar.xz").is_file():
+        raise SystemExit(f"{FIRST} is missing or incomplete: run `device_payload.py stage` here and carry .gpu1")
     wheels = sorted(str(p) for p in (FIRST / "wheels").glob("*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                     "--no-cache-dir", "--upgrade", "--target", "/tmp/site", *wheels], check=True)
@@ -102,7 +102,12 @@ def unpack_first() -> None:
 def unpack_second() -> None:
     from vocadapt.platform.asset_builders import GGUF_FILE, dequantised_model
 
-    gguf = (GGUF_THERE / "gguf.part1").read_bytes() + (SECOND / "gguf.part2").read_bytes()
+    parts = [GGUF_THERE / "gguf.part1", SECOND / "gguf.part2"]
+    missing = [str(part) for part in parts if not part.is_file()]
+    if missing:
+        raise SystemExit(f"missing {', '.join(missing)}: run unpack-first on this machine (carrying .gpu1), then "
+                         "unpack-second in the next call (carrying .gpu2) before the machine is given back")
+    gguf = parts[0].read_bytes() + parts[1].read_bytes()
     expected = (GGUF_THERE / "gguf.sha256").read_text().strip()
     if hashlib.sha256(gguf).hexdigest() != expected:
         raise SystemExit("the joined GGUF does not match the sha256 of the one staged")

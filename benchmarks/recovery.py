@@ -137,17 +137,25 @@ def target_tokenizer(args, italian_train, source_tokenizer):
                            overwrite=True)
 
 
-def score(model, tokenizer, world, new_ids) -> dict[str, float]:
+def bits_per_byte_scores(model, tokenizer, world) -> dict[str, float]:
+    """Held-out and out-of-domain bits per byte, Italian and English (``bpb_{held_out,ood}_{it,en}``)."""
     from vocadapt.components.metrics.bits_per_byte import bits_per_byte
-    from vocadapt.pipelines.side_by_side import score_model
 
-    _, source_tokenizer, _, _, held_out, out_of_domain, items, _, _ = world
+    held_out, out_of_domain = world[4], world[5]
     metrics = {}
     for name, streams in (("held_out", held_out), ("ood", out_of_domain)):
         for stream, documents in streams.items():
             language = "it" if stream == "target" else "en"
             metrics[f"bpb_{name}_{language}"] = bits_per_byte(model, tokenizer, documents, max_length=128,
                                                               batch_size=8)
+    return metrics
+
+
+def score(model, tokenizer, world, new_ids) -> dict[str, float]:
+    from vocadapt.pipelines.side_by_side import score_model
+
+    source_tokenizer, items = world[1], world[6]
+    metrics = bits_per_byte_scores(model, tokenizer, world)
     en_it = score_model(model, tokenizer, items[("en", "it")], new_token_ids=new_ids, source_tokenizer=source_tokenizer)
     it_en = score_model(model, tokenizer, items[("it", "en")], new_token_ids=new_ids)
     metrics["cloze_it_acc_bytes"] = en_it["benchmark.side_by_side_cloze_it.acc_bytes"]

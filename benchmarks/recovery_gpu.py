@@ -116,17 +116,8 @@ def quick_scores(model, tokenizer, world) -> dict[str, float]:
     """Held-out and out-of-domain bits per byte (the curve points during training)."""
     import torch
 
-    from vocadapt.components.metrics.bits_per_byte import bits_per_byte
-
-    held_out, out_of_domain = world[4], world[5]
-    scores = {}
-    with torch.compiler.set_stance("force_eager"):
-        for name, streams in (("held_out", held_out), ("ood", out_of_domain)):
-            for stream, documents in streams.items():
-                language = "it" if stream == "target" else "en"
-                scores[f"bpb_{name}_{language}"] = bits_per_byte(model, tokenizer, documents, max_length=128,
-                                                                 batch_size=8)
-    return scores
+    with torch.compiler.set_stance("force_eager"):  # the compiled training layers would recompile per shape
+        return recovery.bits_per_byte_scores(model, tokenizer, world)
 
 
 def train(model, tokenizer, world, args, results, save) -> None:
@@ -221,7 +212,7 @@ def fit_head(model, tokenizer, world, args, results) -> None:
                            "seconds": time.perf_counter() - started}
 
 
-def random_source(world_args) -> None:
+def random_source(world_args):
     """Rehearsal: a source model of the embedded default's shape with random weights (no weights needed)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
