@@ -4,8 +4,8 @@ on the hidden states of fresh tokens; source and adapted model scored side by si
 
 The recipe is ``configs/italian-smollm2-gpu.yaml`` (expand 5K, Align, ``lapt.objective: distill``, 32 x 1,024 tokens
 per step, learning rate 3e-4 with 32 warm-up steps and a cosine, 75% Italian / 25% English, ``head_fit_after`` on
-1M tokens at 1e-2, 3 passes), run through the same components ``vocadapt adapt`` runs (``train_lapt``,
-``Distillation``, ``fit_new_output_rows``), without the Ray and MLflow edges, which do not fit what travels to the
+1M tokens at 1e-2, 3 passes, the head untied first, no held-out check), run through the same components ``vocadapt
+adapt`` runs (``train_lapt``, ``Distillation``, ``fit_new_output_rows``), without the Ray and MLflow edges, which do not fit what travels to the
 lent GPU machine. Precision: fp32 weights with bf16 autocast (the teacher in bf16); scoring in fp32.
 
 It reports, against the goals of the recovery issue (held-out Italian):
@@ -207,7 +207,7 @@ def fit_head(model, tokenizer, world, args, results) -> None:
     new_ids = world[2]["expand"].new_token_ids
     fit = fit_new_output_rows(model, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
                               passes=args.head_fit_passes, learning_rate=args.head_fit_learning_rate, seed=0,
-                              untie=args.head_fit_untie)
+                              untie=args.head_fit_untie, validation_fraction=args.head_fit_validation_fraction)
     results["head_fit"] = {**fit.metrics(), "tokens": float(sum(b.real_tokens for b in batches)),
                            "seconds": time.perf_counter() - started}
 
@@ -310,8 +310,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-fit-tokens", type=int, default=1_000_000)
     parser.add_argument("--head-fit-passes", type=int, default=3)
     parser.add_argument("--head-fit-learning-rate", type=float, default=1e-2)
-    parser.add_argument("--head-fit-untie", action="store_true",
-                        help="give the tied head its own rows before the fit (lapt.head_fit_untie)")
+    parser.add_argument("--head-fit-untie", action="store_true", default=True,
+                        help="give the tied head its own rows before the fit (lapt.head_fit_untie; the default, "
+                        "as in the config)")
+    parser.add_argument("--head-fit-tied", dest="head_fit_untie", action="store_false",
+                        help="fit the new rows of the tied head (they are also the new tokens' input rows)")
+    parser.add_argument("--head-fit-validation-fraction", type=float, default=0.0,
+                        help="sequences held out of the head fit; the rows with the lowest held-out loss are kept "
+                        "(lapt.head_fit_validation_fraction, 0 in the config: the last rows)")
+    parser.add_argument("--no-step0-scores", dest="step0_scores", action="store_false",
+                        help="skip scoring the adapted model before training (the same on every run of a seed)")
     parser.add_argument("--no-generation-speed", dest="generation_speed", action="store_false",
                         help="skip the speed phase (CPU experiments)")
     parser.add_argument("--items", type=int, default=64, help="cloze items and translations per direction")
@@ -382,8 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         phase("source scores", lambda: results.update(source=recovery.score(source, source_tokenizer, world, None),
                                                       source_chat=recovery.chat_reply(source, source_tokenizer)))
-        phase("step 0 scores", lambda: results.update(
-            adapted_step0=recovery.score(model, tokenizer, world, state["new_ids"])))
+        if args.step0_scores:
+            phase("step 0 scores", lambda: results.update(
+                adapted_step0=recovery.score(model, tokenizer, world, state["new_ids"])))
     phase("training", train, model, tokenizer, world, args, results, save)
     if args.rehearse and args.device == "cuda" and results["training"].get("median_tokens_per_second"):
         THROUGHPUT_FILE.write_text(json.dumps({"tokens_per_second": results["training"]["median_tokens_per_second"]}))

@@ -104,6 +104,10 @@ class LaptSettings(StrictSettings):
         False, description="new-head: give a tied model its own LM head before the fit, so the new input rows keep "
         "their initialisation (vocabulary x hidden more parameters, no more FLOPs per token)."
     )
+    head_fit_validation_fraction: float = Field(
+        0.1, ge=0, lt=1, description="new-head, head_fit_after: the share of the fit's sequences held out; the rows "
+        "kept are those with the lowest held-out loss, the initial rows included (0: no check, the last rows are kept)."
+    )
     lora_rank: int = Field(8, ge=1, description="LoRA rank (lora strategies).")
     lora_alpha: int = Field(16, ge=1, description="LoRA alpha (scale alpha / rank).")
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout.")

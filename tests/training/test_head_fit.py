@@ -73,12 +73,53 @@ def test_an_untied_head_stays_untied_and_its_old_rows_stay():
     assert torch.equal(model.lm_head.weight.detach()[:40], old_head[:40])
 
 
+def _noise_batches(seed: int):
+    """Uniformly random tokens, new ones included: nothing in them generalises."""
+    generator = torch.Generator().manual_seed(seed)
+    return [(ids, torch.ones_like(ids)) for ids in (torch.randint(0, VOCABULARY, (4, 24), generator=generator)
+                                                    for _ in range(6))]
+
+
+def _mean_loss(model, batches) -> float:
+    with torch.no_grad():
+        losses = [torch.nn.functional.cross_entropy(model(ids).logits[0, :-1], ids[0, 1:]) for ids, _ in batches]
+    return float(torch.stack(losses).mean())
+
+
+def test_the_held_out_check_keeps_a_fit_that_generalises():
+    model = make_model(VOCABULARY, tie=False)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2)
+    assert result.validation_positions > 0 and result.kept_update > 0
+    assert result.validation_loss_after < result.validation_loss_before
+    assert result.metrics()["head_fit_validation_loss_after"] == result.validation_loss_after
+    assert _next_token_after(model, 7) == 44
+
+
+def test_the_held_out_check_refuses_rows_that_only_fit_their_own_positions():
+    """Strong fit on noise: its own loss falls, fresh text's rises; with the held-out check the rows stay."""
+    fresh = _noise_batches(99)
+    unchecked, checked = make_model(VOCABULARY, tie=False), make_model(VOCABULARY, tie=False)
+    before = _mean_loss(unchecked, fresh)
+    initial_rows = checked.lm_head.weight.detach()[NEW].clone()
+    overfit = fit_new_output_rows(unchecked, _noise_batches(0), NEW, passes=40, learning_rate=0.3,
+                                  positions_per_update=64, validation_fraction=0)
+    assert overfit.loss_after < overfit.loss_before and _mean_loss(unchecked, fresh) > before + 0.1
+    result = fit_new_output_rows(checked, _noise_batches(0), NEW, passes=40, learning_rate=0.3,
+                                 positions_per_update=64, validation_fraction=0.25)
+    assert result.kept_update == 0 and result.updates > 0
+    assert result.validation_loss_after == result.validation_loss_before
+    assert torch.equal(checked.lm_head.weight.detach()[NEW], initial_rows)
+    assert _mean_loss(checked, fresh) == pytest.approx(before)
+
+
 def test_bad_inputs_are_named():
     model = make_model(VOCABULARY)
     with pytest.raises(ValueError, match="past the head"):
         fit_new_output_rows(model, _planted_batches(), [VOCABULARY + 3])
     with pytest.raises(ValueError, match="passes"):
         fit_new_output_rows(model, _planted_batches(), NEW, passes=0)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        fit_new_output_rows(model, _planted_batches(), NEW, validation_fraction=1.0)
     with pytest.raises(ValueError, match="init.mode expand"):  # no record of an expansion
         new_token_ids_of(model)
     model.config.vocadapt_init = {"mode": "replace", "new_id_ranges": [[0, 4]]}
