@@ -241,7 +241,8 @@ def _split_by_sequence(sequences: torch.Tensor, fraction: float, generator: torc
     count = int(sequences.max()) + 1 if len(sequences) else 0
     held = min(count - 1, max(1, round(fraction * count))) if fraction > 0 and count >= 2 else 0
     chosen = torch.zeros(max(count, 1), dtype=torch.bool)
-    chosen[torch.randperm(count, generator=generator)[:held]] = True
+    if held:  # no draw otherwise: without a held-out check the fit's order is the one it always had
+        chosen[torch.randperm(count, generator=generator)[:held]] = True
     is_held_out = chosen.to(device)[sequences] if len(sequences) else torch.zeros(0, dtype=torch.bool, device=device)
     return (~is_held_out).nonzero().squeeze(1), is_held_out.nonzero().squeeze(1)
 

@@ -112,6 +112,14 @@ def test_the_held_out_check_refuses_rows_that_only_fit_their_own_positions():
     assert _mean_loss(checked, fresh) == pytest.approx(before)
 
 
+def test_without_the_check_every_position_fits_and_the_last_rows_stay():
+    model = make_model(VOCABULARY, tie=False)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=3, validation_fraction=0)
+    assert result.validation_positions == 0 and result.validation_loss_before is None
+    assert result.kept_update == result.updates == 3 * 1  # 552 positions: one update of 4,096 per pass
+    assert "head_fit_validation_loss_after" not in result.metrics()
+
+
 def test_bad_inputs_are_named():
     model = make_model(VOCABULARY)
     with pytest.raises(ValueError, match="past the head"):
