@@ -20,6 +20,8 @@ def test_demo_config_at_reduced_size(embedded_assets, tmp_path, monkeypatch):
         "output_dir": str(tmp_path / "runs"),
         "evaluation.max_documents": 6,
         "evaluation.max_length": 64,
+        "evaluation.side_by_side_items": 4,  # 24 items x 48 tokens for six models were most of this test's time
+        "evaluation.max_new_tokens": 8,
         "lapt.max_steps": 2,
         "lapt.batch_size": 2,
         "lapt.sequence_length": 32,
