@@ -5,8 +5,9 @@ on the hidden states of fresh tokens; source and adapted model scored side by si
 The recipe is ``configs/italian-smollm2-gpu.yaml`` (expand 5K, Align, ``lapt.objective: distill``, 32 x 1,024 tokens
 per step, learning rate 3e-4 with 32 warm-up steps and a cosine, 75% Italian / 25% English, ``head_fit_after`` on
 1M tokens at 1e-2, 3 passes, the head untied first, no held-out check), run through the same components ``vocadapt
-adapt`` runs (``train_lapt``, ``Distillation``, ``fit_new_output_rows``), without the Ray and MLflow edges, which do not fit what travels to the
-lent GPU machine. Precision: fp32 weights with bf16 autocast (the teacher in bf16); scoring in fp32.
+adapt`` runs (``train_lapt``, ``Distillation``, ``fit_new_output_rows``), without the Ray and MLflow edges, which do
+not fit what travels to the lent GPU machine. Precision: fp32 weights with bf16 autocast (the teacher in bf16);
+scoring in fp32.
 
 It reports, against the goals of the recovery issue (held-out Italian):
 
