@@ -15,7 +15,8 @@ Goal: FVT within 60 s and 4 GB peak on a 2-core machine; every other method with
 ``--shape 70b``: Llama-3.1-70B's shapes (128,256 x 8,192, untied bf16; a body of two full-size layers), built under
 ``<work>-70b``. Goal: <= 4 GB peak and <= 90 s, a peak that does not grow with the vocabulary or hidden size: the
 methods registered ``columnwise`` stream the matrices through one float32 column block (``--budget-mb``, default
-512); a method name with ``@whole`` (``fvt@whole``) runs the whole-matrix path instead, for comparison.
+512), those registered ``row_blocks`` (multivariate, sava) read and write them a chunk of rows at a time; a method
+name with ``@whole`` (``fvt@whole``) runs the whole-matrix path instead, for comparison.
 
     python benchmarks/init_scale.py                 # build once under /tmp/vocadapt-init-scale, run all methods
     python benchmarks/init_scale.py --methods fvt random --skip-loop

@@ -19,7 +19,7 @@ import importlib
 import inspect
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import torch
 
@@ -41,9 +41,12 @@ class InitProblem:
     columns: (first column, full hidden size) when ``source_matrix`` is a column block of a wider matrix (streamed
         surgery); None for a whole matrix. Only a ``columnwise`` method's random fallback rows read it
         (``_common.columnwise_gaussian_rows``), so they are the same block by block as on the whole matrix.
+
+    A ``row_blocks`` method under streamed surgery gets a :class:`SourceRows` as ``source_matrix`` instead of a tensor
+    (the rows stay on disk); it reads rows through :func:`read_source_rows`, which serves both.
     """
 
-    source_matrix: torch.Tensor
+    source_matrix: "torch.Tensor | SourceRows"
     new_target_ids: torch.Tensor
     overlap: dict[int, int]
     source_tokenizer: Any
@@ -53,6 +56,24 @@ class InitProblem:
     helper: Any = None
     corpus_files: list[str] = field(default_factory=list)
     columns: tuple[int, int] | None = None
+
+
+class SourceRows(Protocol):
+    """A source matrix read by rows on demand (streamed surgery of a ``row_blocks`` method): its ``shape`` and
+    ``rows(ids)``, the float32 rows of ``ids`` (an (n,) int64 tensor) in that order."""
+
+    shape: tuple[int, int]
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor: ...
+
+
+def read_source_rows(problem: InitProblem, ids: torch.Tensor) -> torch.Tensor:
+    """Float32 source rows of ``ids``, from the matrix in memory or, under streamed surgery, from disk: the same
+    values either way (a bf16 or fp16 row converts to float32 exactly)."""
+    matrix = problem.source_matrix
+    if isinstance(matrix, torch.Tensor):
+        return matrix[ids].float()
+    return matrix.rows(ids)
 
 
 class InitializerFunction(Protocol):
@@ -67,6 +88,11 @@ class Initializer:
     helpers: tuple[str, ...]
     aliases: tuple[str, ...]
     columnwise: bool = False
+    row_block_function: Callable[..., Iterator[torch.Tensor]] | None = None
+
+    @property
+    def row_blocks(self) -> bool:
+        return self.row_block_function is not None
 
     @property
     def options(self) -> dict[str, Any]:
@@ -122,6 +148,16 @@ class ConfiguredInitializer:
     def columnwise(self) -> bool:
         return self.initializer.columnwise
 
+    @property
+    def row_blocks(self) -> bool:
+        return self.initializer.row_blocks
+
+    def blocks(self, problem: InitProblem) -> Iterator[torch.Tensor]:
+        """A ``row_blocks`` method's new rows as consecutive row blocks (streamed surgery writes each as it comes)."""
+        if self.initializer.row_block_function is None:
+            raise TypeError(f"initialiser {self.name!r} is not registered row_blocks")
+        return self.initializer.row_block_function(problem, **self.options)
+
     def check_helper(self, helper: Any) -> None:
         """MissingHelperError when the method needs a helper and ``helper`` is None."""
         if self.needs_helper and helper is None:
@@ -142,6 +178,7 @@ def register_initializer(
     needs_helper: bool = False,
     helpers: tuple[str, ...] = (),
     columnwise: bool = False,
+    row_blocks: bool = False,
 ) -> Callable[[InitializerFunction], InitializerFunction]:
     """Register ``function`` under ``name`` (and its aliases). ``helpers`` names the helper kinds it accepts.
 
@@ -150,12 +187,27 @@ def register_initializer(
         gives the same rows, block by block. Surgery on a checkpoint then streams the matrix a column block at a
         time and its memory stays bounded whatever the vocabulary or hidden size (``components/surgery/streaming.py``);
         ``tests/initializers/test_bounded_memory.py`` checks the claim for every method that makes it.
+    row_blocks: the function is a generator that yields the new rows as consecutive row blocks and reads the source
+        matrix only through :func:`read_source_rows` (and its ``shape``), a bounded number of rows at a time. For a
+        method whose row depends on every column (multivariate's covariance, sava's normalised rows): streamed
+        surgery gives it the source on disk and writes each block as it comes, so its memory is bounded by its own
+        statistics (a hidden x hidden covariance, a helper x hidden map), not by the vocabulary. The registry's
+        ``function`` concatenates the blocks, so every other caller gets a tensor as from any method.
     """
 
     def decorate(function: InitializerFunction) -> InitializerFunction:
-        entry = Initializer(name, function, needs_helper, helpers, aliases, columnwise)
+        whole = function
+        if row_blocks:
+            def whole(problem: InitProblem, **options: Any) -> torch.Tensor:
+                blocks = list(function(problem, **options))
+                width = problem.source_matrix.shape[1]
+                return torch.cat(blocks) if blocks else torch.zeros(0, width, dtype=torch.float32)
+
+            whole.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]  # options come from it
+        entry = Initializer(name, whole, needs_helper, helpers, aliases, columnwise,
+                            function if row_blocks else None)
         for key in (name, *aliases):
-            if key in _REGISTRY and _REGISTRY[key].function is not function:
+            if key in _REGISTRY and _REGISTRY[key].function is not whole:
                 raise ValueError(f"initialiser name {key!r} is registered twice")
             _REGISTRY[key] = entry
         return function

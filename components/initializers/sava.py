@@ -8,26 +8,29 @@ tests/initializers/test_authors_reference.py; the closed-form least squares stan
 more on that case. ``normalise="paired"`` is the variant vocadapt shipped before; BENCHMARKS.md ("Initialiser
 defaults vs the authors' code") compares the two.
 
-Not ``columnwise``: checkpoint surgery holds its matrices whole. Column j of a row depends on other columns three ways:
-the default normalisation divides each shared token's standardised source row by its L2 norm over the whole hidden
-size and multiplies the mapped rows back by the mean of those norms; the "sgd" solver fits one linear layer whose
-MSE loss and Adam steps see every column; and the closed-form ``lstsq`` is a blocked LAPACK solve whose rounding
-for column j need not be the same when the right-hand side has other columns. The first could be computed once over
-all columns before the blocks (a pass over the shared tokens' rows), but streamed surgery hands a method one block at
-a time and has no such pass, and the third would still leave the streamed bytes unproven; so sava stays whole-matrix
-(4.7 GB peak at 8B shape, BENCHMARKS.md "Initialisers at 8B scale").
+Registered ``row_blocks``, not ``columnwise``: column j of a row depends on every column (the default normalisation
+divides each shared token's standardised source row by its L2 norm over the whole hidden size), so the method reads
+the shared tokens' source rows CHUNK_ROWS at a time instead, in three passes (their per-column mean, their spread,
+then their row norms and the least-squares right-hand side), and yields the mapped rows CHUNK_ROWS new tokens at a
+time. The closed form is solved through a QR factorisation of the helper side, [x, 1] = QR, W = lstsq(R, Q^T T),
+whose Q^T T sums over row chunks: the solution of lstsq([x, 1], T) without ever holding T, the (shared x hidden)
+targets. What it holds is the helper side and the (helper + 1) x hidden map, never a vocabulary-sized source
+matrix (it held whole matrices before: 8.9 GB at Llama-3.1-70B's shape, BENCHMARKS.md "Bounded memory"). The
+"sgd" solver (latentis' aligner) still gathers the shared rows whole.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
-from vocadapt.components.initializers import InitProblem, register_initializer
-from vocadapt.components.initializers._common import gaussian_rows, helper_rows, overlap_pairs, require_helper
+from vocadapt.components.initializers import InitProblem, read_source_rows, register_initializer
+from vocadapt.components.initializers._common import helper_rows, overlap_pairs, require_helper
 
 HELPERS = ("model", "fasttext", "vectors")
+CHUNK_ROWS = 4096  # source rows read, and new rows yielded, at once: 128 MiB of float32 at hidden 8,192
 
 
 @dataclass
@@ -48,27 +51,40 @@ class StandardScaler:
         return rows * self.std + self.mean
 
 
-def l2_scales(helper_scaled: torch.Tensor, source_scaled: torch.Tensor | None, normalise: str):
-    """The divisors of the L2 normalisation (Appendix A): (helper side (n, 1), source side (n, 1) or None).
+def l2_norms(scaled: torch.Tensor) -> torch.Tensor:
+    """(n, 1) row L2 norms, the divisors of the L2 normalisation (Appendix A).
 
-    "paired" divides both sides of a pair by the helper row's norm, so an affine relation stays exactly linear and
-    the inverse multiplies each new token by its own helper norm; "independent" divides each side by its own norm,
-    as latentis' MeanLPNorm does (the authors' setting), and the inverse multiplies by the mean source norm. On a
-    planted affine map (8 -> 16 dims, 300 shared tokens) "independent" recovers rows to cosine 0.988 at worst,
-    "paired" to 1.0.
+    With normalise="paired" both sides of a pair are divided by the helper row's norm, so an affine relation stays
+    exactly linear and the inverse multiplies each new token by its own helper norm; with "independent" each side
+    is divided by its own norms, as latentis' MeanLPNorm does (the authors' setting), and the inverse multiplies by
+    the mean source norm. On a planted affine map (8 -> 16 dims, 300 shared tokens) "independent" recovers rows to
+    cosine 0.988 at worst, "paired" to 1.0.
     """
-    helper_norms = helper_scaled.norm(dim=1, keepdim=True).clamp_min(1e-12)
-    if source_scaled is None:
-        return helper_norms, None
-    if normalise == "paired":
-        return helper_norms, helper_norms
-    return helper_norms, source_scaled.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return scaled.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
 def fit_affine_lstsq(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Closed-form least squares for y = [x, 1] W: inputs (O, m), targets (O, n) -> W (m + 1, n), in float64."""
     design = torch.cat([inputs, torch.ones(inputs.shape[0], 1, dtype=inputs.dtype)], dim=1).double()
     return torch.linalg.lstsq(design, targets.double()).solution
+
+
+class ChunkedAffineLstsq:
+    """lstsq([x, 1], T) with T given in row chunks: [x, 1] = QR (reduced), Q^T T summed chunk by chunk, then
+    W = lstsq(R, Q^T T). The same least-squares solution (the minimum-norm one when [x, 1] lacks rank) as
+    :func:`fit_affine_lstsq`, without T whole."""
+
+    def __init__(self, inputs: torch.Tensor, width: int) -> None:
+        design = torch.cat([inputs, torch.ones(inputs.shape[0], 1, dtype=inputs.dtype)], dim=1).double()
+        self.q, self.r = torch.linalg.qr(design)
+        self.qt_targets = torch.zeros(self.q.shape[1], width, dtype=torch.float64)
+
+    def add(self, first: int, targets: torch.Tensor) -> None:
+        """Rows ``first ..`` of T."""
+        self.qt_targets += self.q[first : first + targets.shape[0]].T @ targets.double()
+
+    def solution(self) -> torch.Tensor:
+        return torch.linalg.lstsq(self.r, self.qt_targets).solution
 
 
 def apply_affine(weights: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
@@ -86,17 +102,38 @@ def _sgd_map(inputs: torch.Tensor, targets: torch.Tensor, new_inputs: torch.Tens
     return mapped.float()
 
 
-@register_initializer("sava", needs_helper=True, helpers=HELPERS)
+def _row_chunks(problem: InitProblem, ids: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+    """(first index into ids, float32 source rows) for ``ids``, CHUNK_ROWS at a time."""
+    for start in range(0, len(ids), CHUNK_ROWS):
+        yield start, read_source_rows(problem, ids[start : start + CHUNK_ROWS])
+
+
+def chunked_standard_scaler(problem: InitProblem, ids: torch.Tensor) -> StandardScaler:
+    """Per-column mean and (unbiased) std of the source rows ``ids``, in two float64 passes over row chunks."""
+    total = torch.zeros(problem.source_matrix.shape[1], dtype=torch.float64)
+    for _, rows in _row_chunks(problem, ids):
+        total += rows.sum(0, dtype=torch.float64)
+    mean = total / max(len(ids), 1)
+    squares = torch.zeros_like(total)
+    for _, rows in _row_chunks(problem, ids):
+        squares += (rows.double() - mean).square_().sum(0)
+    std = (squares / max(len(ids) - 1, 1)).sqrt()
+    return StandardScaler(mean.float(), std.float().clamp_min(1e-8))
+
+
+@register_initializer("sava", needs_helper=True, helpers=HELPERS, row_blocks=True)
 def sava(
     problem: InitProblem, *, solver: str = "lstsq", normalise: str = "independent", steps: int = 1000, lr: float = 1e-3
-) -> torch.Tensor:
-    """(N, hidden): phi(h_i), phi the affine map helper -> source fitted on shared tokens in scaled spaces.
+) -> Iterator[torch.Tensor]:
+    """(N, hidden): phi(h_i), phi the affine map helper -> source fitted on shared tokens in scaled spaces; yielded
+    CHUNK_ROWS rows at a time.
 
     solver: "lstsq" (closed form, default: exact and deterministic) or "sgd" (latentis' SGDAffineAligner with
         Adam for ``steps`` steps at learning rate ``lr``, as in the paper's Appendix A).
     normalise: "independent" (default: latentis' MeanLPNorm, the authors' setting) or "paired"; see
-        :func:`l2_scales`.
-    A new token without a helper vector gets a random row from N(mu, sigma^2).
+        :func:`l2_norms`.
+    A new token without a helper vector gets a random row from N(mu, sigma^2), mu and sigma per column of all the
+    source rows.
     """
     if solver not in ("lstsq", "sgd") or normalise not in ("paired", "independent"):
         raise ValueError(f"sava needs solver 'lstsq'|'sgd' and normalise 'paired'|'independent', got {solver!r}, {normalise!r}")
@@ -106,22 +143,56 @@ def sava(
     if int(anchor_known.sum()) < 2:
         raise ValueError("sava needs at least two shared tokens with helper vectors to fit its map; it found "
                          f"{int(anchor_known.sum())}: check that the helper uses the target tokenizer")
+    anchor_sources = overlap_sources[anchor_known]
+    hidden = problem.source_matrix.shape[1]
     helper_scaler = StandardScaler.fit(anchor_vectors[anchor_known])
-    source_scaler = StandardScaler.fit(problem.source_matrix[overlap_sources[anchor_known]].float())
+    source_scaler = chunked_standard_scaler(problem, anchor_sources)
     helper_scaled = helper_scaler.forward(anchor_vectors[anchor_known])
-    source_scaled = source_scaler.forward(problem.source_matrix[overlap_sources[anchor_known]].float())
-    helper_norms, source_norms = l2_scales(helper_scaled, source_scaled, normalise)
-    inputs, targets = helper_scaled / helper_norms, source_scaled / source_norms
-    queries, has_vector = helper_rows(helper, problem.new_target_ids)
-    query_scaled = helper_scaler.forward(queries)
-    query_norms, _ = l2_scales(query_scaled, None, normalise)
+    helper_norms = l2_norms(helper_scaled)
+    inputs = helper_scaled / helper_norms
+
+    def scaled_targets() -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+        """(first, targets, their norms) of the shared rows, chunk by chunk: standardised, then L2-normalised."""
+        for first, rows in _row_chunks(problem, anchor_sources):
+            scaled = source_scaler.forward(rows)
+            norms = helper_norms[first : first + len(rows)] if normalise == "paired" else l2_norms(scaled)
+            yield first, scaled / norms, norms
+
+    norm_total, weights, mapped_all = 0.0, None, None
     if solver == "lstsq":
-        mapped = apply_affine(fit_affine_lstsq(inputs, targets), query_scaled / query_norms)
-    else:
+        fit = ChunkedAffineLstsq(inputs, hidden)
+        for first, targets, norms in scaled_targets():
+            fit.add(first, targets)
+            norm_total += float(norms.double().sum())
+        weights = fit.solution()
+        del fit
+    else:  # latentis' aligner fits on the whole targets
+        chunks = list(scaled_targets())
+        targets = torch.cat([chunk for _, chunk, _ in chunks])
+        norm_total = float(torch.cat([norms for _, _, norms in chunks]).double().sum())
+        del chunks
         seed = int(torch.randint(2**31 - 1, (1,), generator=problem.generator))
-        mapped = _sgd_map(inputs, targets, query_scaled / query_norms, steps, lr, seed)
-    mapped = mapped * (query_norms if normalise == "paired" else source_norms.mean())
-    rows = source_scaler.inverse(mapped)
-    if not bool(has_vector.all()):
-        rows[~has_vector] = gaussian_rows(problem.source_matrix, int((~has_vector).sum()), problem.generator)
-    return rows
+        queries, _ = helper_rows(helper, problem.new_target_ids)
+        query_scaled = helper_scaler.forward(queries)
+        query_unit = query_scaled / l2_norms(query_scaled)
+        mapped_all = _sgd_map(inputs, targets, query_unit, steps, lr, seed)
+        del targets
+    mean_source_norm = norm_total / len(anchor_sources)
+    fallback = None
+    for start in range(0, len(problem.new_target_ids), CHUNK_ROWS):
+        queries, has_vector = helper_rows(helper, problem.new_target_ids[start : start + CHUNK_ROWS])
+        query_scaled = helper_scaler.forward(queries)
+        query_norms = l2_norms(query_scaled)
+        if weights is not None:
+            mapped = apply_affine(weights, query_scaled / query_norms)
+        else:
+            mapped = mapped_all[start : start + CHUNK_ROWS]
+        mapped = mapped * (query_norms if normalise == "paired" else mean_source_norm)
+        rows = source_scaler.inverse(mapped)
+        missing = int((~has_vector).sum())
+        if missing:
+            if fallback is None:  # per column, over all source rows
+                fallback = chunked_standard_scaler(problem, torch.arange(problem.source_matrix.shape[0]))
+            draws = torch.randn(missing, hidden, generator=problem.generator, dtype=torch.float32)
+            rows[~has_vector] = fallback.inverse(draws)
+        yield rows

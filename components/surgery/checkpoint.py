@@ -149,7 +149,8 @@ def adapt_checkpoint(
     link: how unchanged shards reach ``out_dir``: "hardlink" (copy across file systems), "symlink" or "copy".
     memory_budget_bytes: for a ``columnwise`` method, the float32 column block the matrices are streamed through
         (``streaming``: the peak stays bounded whatever the vocabulary or hidden size; a matrix that fits is one
-        block, the same bytes as the whole-matrix path). None: every method holds whole matrices.
+        block, the same bytes as the whole-matrix path); a ``row_blocks`` method is streamed by rows whenever it is
+        not None (the same bytes too). None: every method holds whole matrices.
     """
     from transformers import AutoTokenizer
 
@@ -177,7 +178,7 @@ def adapt_checkpoint(
     started = time.perf_counter()
     shared = dict(source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
                   corpus_files=corpus_files)
-    streamed = method.columnwise and memory_budget_bytes is not None
+    streamed = (method.columnwise or method.row_blocks) and memory_budget_bytes is not None
     if streamed:  # a column block at a time, never a whole matrix in memory
 
         def write_new_shard(path: Path, scratch: Path) -> dict[str, float]:
@@ -221,8 +222,12 @@ def _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, 
         writer = streaming.ShardWriter(path, declared)
         seconds = {}
         for role, name in roles:
-            new_rows, seconds[role] = streaming.initialise_by_columns(
-                sources[role], plan, method, scratch, budget_bytes=budget_bytes, role=role, **shared)
+            if method.columnwise:
+                new_rows, seconds[role] = streaming.initialise_by_columns(
+                    sources[role], plan, method, scratch, budget_bytes=budget_bytes, role=role, **shared)
+            else:  # row_blocks: the method reads the rows it needs and its rows are written as they come
+                new_rows, seconds[role] = streaming.initialise_by_rows(sources[role], plan, method, scratch, role=role,
+                                                                       **shared)
             streaming.write_adapted(writer, sources[role], plan, new_rows)
             for new_path, _, _ in new_rows:
                 new_path.unlink()

@@ -6,12 +6,39 @@ An untied LM head (Llama-3.1-8B, Mistral-7B) gets its new rows from the source h
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from vocadapt.components.initializers import ConfiguredInitializer, InitProblem
 from vocadapt.components.surgery.plan import VocabularyPlan
+
+
+def _problem(source_matrix: Any, plan: VocabularyPlan, *, role: str, source_tokenizer: Any, target_tokenizer: Any,
+             seed: int, helper: Any, corpus_files, columns) -> InitProblem:
+    if isinstance(source_matrix, torch.Tensor) and source_matrix.dtype != torch.float32:
+        source_matrix = source_matrix.float()
+    return InitProblem(
+        source_matrix=source_matrix,
+        new_target_ids=plan.new_target_ids,
+        overlap=plan.target_to_source,
+        source_tokenizer=source_tokenizer,
+        target_tokenizer=target_tokenizer,
+        role=role,
+        generator=torch.Generator().manual_seed(seed),
+        helper=helper,
+        corpus_files=[str(file) for file in corpus_files],
+        columns=columns,
+    )
+
+
+def _check(rows: torch.Tensor, method: ConfiguredInitializer, role: str, expected: tuple[int, int]) -> torch.Tensor:
+    if tuple(rows.shape) != expected:
+        raise RuntimeError(f"initialiser {method.name!r} returned {tuple(rows.shape)} rows for {role}, expected {expected}")
+    if not bool(torch.isfinite(rows).all()):
+        raise RuntimeError(f"initialiser {method.name!r} produced non-finite values for {role}")
+    return rows
 
 
 def initialise_rows(
@@ -34,25 +61,38 @@ def initialise_rows(
     method: resolved once by the caller (``configure_initializer``), options checked. Each role gets a generator
     seeded with ``seed``, so a tied and an untied model draw the same random choices.
     """
-    problem = InitProblem(
-        source_matrix=source_matrix if source_matrix.dtype == torch.float32 else source_matrix.float(),
-        new_target_ids=plan.new_target_ids,
-        overlap=plan.target_to_source,
-        source_tokenizer=source_tokenizer,
-        target_tokenizer=target_tokenizer,
-        role=role,
-        generator=torch.Generator().manual_seed(seed),
-        helper=helper,
-        corpus_files=[str(file) for file in corpus_files],
-        columns=columns,
-    )
-    rows = method(problem)
-    expected = (len(plan.new_target_ids), source_matrix.shape[1])
-    if tuple(rows.shape) != expected:
-        raise RuntimeError(f"initialiser {method.name!r} returned {tuple(rows.shape)} rows for {role}, expected {expected}")
-    if not bool(torch.isfinite(rows).all()):
-        raise RuntimeError(f"initialiser {method.name!r} produced non-finite values for {role}")
-    return rows
+    problem = _problem(source_matrix, plan, role=role, source_tokenizer=source_tokenizer,
+                       target_tokenizer=target_tokenizer, seed=seed, helper=helper, corpus_files=corpus_files,
+                       columns=columns)
+    return _check(method(problem), method, role, (len(plan.new_target_ids), source_matrix.shape[1]))
+
+
+def initialise_row_blocks(
+    source_rows: Any,
+    plan: VocabularyPlan,
+    method: ConfiguredInitializer,
+    *,
+    role: str,
+    source_tokenizer: Any,
+    target_tokenizer: Any,
+    seed: int = 0,
+    helper: Any = None,
+    corpus_files: list[str] | tuple[str, ...] = (),
+) -> Iterator[torch.Tensor]:
+    """A ``row_blocks`` method's rows for ``plan.new_target_ids`` as consecutive float32 row blocks, each checked
+    for width and finiteness, and their count checked at the end; ``source_rows`` is a tensor or a
+    :class:`~vocadapt.components.initializers.SourceRows` (the rows stay on disk). The problem is the one
+    :func:`initialise_rows` builds, so the blocks concatenate to its rows byte for byte."""
+    problem = _problem(source_rows, plan, role=role, source_tokenizer=source_tokenizer,
+                       target_tokenizer=target_tokenizer, seed=seed, helper=helper, corpus_files=corpus_files,
+                       columns=None)
+    hidden, done = source_rows.shape[1], 0
+    for block in method.blocks(problem):
+        yield _check(block, method, role, (block.shape[0], hidden))
+        done += block.shape[0]
+    if done != len(plan.new_target_ids):
+        raise RuntimeError(f"initialiser {method.name!r} returned {done} rows for {role}, "
+                           f"expected {len(plan.new_target_ids)}")
 
 
 def assemble_matrix(

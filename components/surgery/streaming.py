@@ -24,10 +24,16 @@ salt and random. Each new row is a fixed combination of source rows (pieces, ali
 neighbours, pursuit atoms, per-token least-squares coefficients) or a copy of one, with weights computed from
 tokenizers, corpus, word vectors or helper, never from the source matrix, or a column-by-column Gaussian draw; the
 costly part (decomposition, alignment, neighbour search, pursuit, sparsemax weights) runs once and is reused by every
-block and by the LM head (clp's dense weights are recomputed per block instead: ``clp.py`` says why). The others hold
-whole matrices: multivariate draws from the (hidden x hidden) covariance of the source rows, and sava standardises
-and L2-normalises whole source rows before fitting its affine map into the full hidden space (``sava.py``): a row of
-either depends on every column, so a column block cannot produce its columns.
+block and by the LM head (clp's dense weights are recomputed per block instead: ``clp.py`` says why).
+
+**Methods that stream by rows.** multivariate draws from the (hidden x hidden) covariance of the source rows, and sava
+standardises and L2-normalises whole source rows before fitting its affine map into the full hidden space: a row of
+either depends on every column, so a column block cannot produce its columns. They are registered ``row_blocks``
+instead (:func:`initialise_by_rows`): the source stays on disk, the method reads the rows it needs a bounded chunk at
+a time (:class:`TensorRows`) and yields its new rows a chunk at a time, each written to a full-width file as it comes;
+what it holds is its own statistics (multivariate's covariance and Cholesky factor, 0.5 GiB each in float64 at
+hidden 8,192; sava's helper-side QR and helper x hidden map), not a vocabulary-sized matrix. The blocks concatenate to
+the whole-matrix path's rows byte for byte (the registry's ``function`` is that concatenation).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import torch
 
 from vocadapt.components.initializers import ConfiguredInitializer
 from vocadapt.components.surgery import safetensors_files as files
-from vocadapt.components.surgery.matrices import initialise_rows
+from vocadapt.components.surgery.matrices import initialise_row_blocks, initialise_rows
 from vocadapt.components.surgery.plan import VocabularyPlan
 
 DEFAULT_BUDGET_BYTES = 512 * 1024 * 1024  # one float32 column block: 128,256 rows x 1,024 columns
@@ -97,6 +103,17 @@ class TensorFile:
 
     def close(self) -> None:
         self.handle.close()
+
+
+class TensorRows:
+    """A :class:`TensorFile` as a ``row_blocks`` method reads its source matrix: ``shape`` and float32 ``rows(ids)``."""
+
+    def __init__(self, source: TensorFile) -> None:
+        self.source = source
+        self.shape = (source.rows, source.hidden)
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.source.gather(ids.numpy()).float()
 
 
 class ShardWriter:
@@ -181,6 +198,27 @@ def initialise_by_columns(
         results.append((out, index * width, rows.shape[1]))
         del rows
     return results, seconds
+
+
+def initialise_by_rows(
+    source: TensorFile, plan: VocabularyPlan, method: ConfiguredInitializer, folder: Path, **problem: Any,
+) -> tuple[list[tuple[Path, int, int]], float]:
+    """Run a ``row_blocks`` method on the source matrix left on disk, writing each row block of new rows as it comes;
+    returns [(new-rows file, 0, hidden)] (one full-width block, as :func:`write_adapted` reads it) and the method's
+    seconds (reading the rows it asks for included)."""
+    out = folder / "new-rows-full.bin"
+    seconds = 0.0
+    with open(out, "wb") as handle:
+        blocks = initialise_row_blocks(TensorRows(source), plan, method, **problem)
+        while True:
+            started = time.perf_counter()
+            rows = next(blocks, None)
+            seconds += time.perf_counter() - started
+            if rows is None:
+                break
+            handle.write(memoryview(rows.to(source.dtype).contiguous().view(torch.uint8).numpy()))
+            del rows
+    return [(out, 0, source.hidden)], seconds
 
 
 def write_adapted(

@@ -15,6 +15,7 @@ from vocadapt.components.surgery import adapt_checkpoint, plan_vocabulary
 
 HIDDEN = 256  # four 64-column blocks under the smallest budget
 COLUMNWISE = [name for name in available_initializers() if get_initializer(name).columnwise]
+ROW_BLOCKS = [name for name in available_initializers() if get_initializer(name).row_blocks]
 
 
 def _llama(vocab_size: int, tied: bool, dtype=torch.float32):
@@ -34,8 +35,10 @@ def _llama(vocab_size: int, tied: bool, dtype=torch.float32):
 def test_columnwise_claim_is_made_by_the_expected_methods():
     streamed = {"fvt", "merge", "random_token", "align", "wechsel", "omp", "focus", "salt", "clp", "random"}
     assert streamed <= set(COLUMNWISE)
-    # multivariate's draws span the hidden size; sava normalises whole source rows
+    # multivariate's draws span the hidden size; sava normalises whole source rows: both stream by rows instead
     assert "multivariate" not in COLUMNWISE and "sava" not in COLUMNWISE
+    assert {"multivariate", "sava"} <= set(ROW_BLOCKS)
+    assert not set(ROW_BLOCKS) & set(COLUMNWISE)
 
 
 @pytest.mark.parametrize("mode", ["replace", "expand"])  # expansion leaves omp 20 new tokens without a vector
@@ -100,7 +103,7 @@ def _tensors(folder) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("mode,tied,dtype", [("replace", False, torch.bfloat16), ("replace", True, torch.float32),
                                              ("expand", False, torch.float32)], ids=["untied-bf16", "tied", "expand"])
 @pytest.mark.parametrize("method", ["fvt", "align", "random_token", "wechsel", "omp", "focus", "salt", "clp",
-                                    "random"])
+                                    "random", "multivariate", "sava"])
 def test_streamed_surgery_writes_the_same_bytes_through_a_small_budget(
     tmp_path, monkeypatch, source_tokenizer, target_tokenizer, corpus_file, fasttext_helper, method, mode, tied, dtype,
 ):
@@ -113,15 +116,24 @@ def test_streamed_surgery_writes_the_same_bytes_through_a_small_budget(
     target.save_pretrained(tmp_path / "target")
     rows = len(source_tokenizer) + 3
     budget = rows * 4 * 64  # a float32 block of 64 columns: four blocks of the 256
-    seen = []
-    original = streaming.initialise_rows
+    seen, read = [], []
+    original, original_rows = streaming.initialise_rows, streaming.TensorRows.rows
 
     def spy(block, *args, **kwargs):
         seen.append(tuple(block.shape))
         return original(block, *args, **kwargs)
 
+    def rows_spy(self, ids):
+        read.append(len(ids))
+        return original_rows(self, ids)
+
     monkeypatch.setattr(streaming, "initialise_rows", spy)
+    monkeypatch.setattr(streaming.TensorRows, "rows", rows_spy)
     monkeypatch.setattr(streaming, "ROW_BLOCK_BYTES", 7 * HIDDEN * 4)  # row blocks of 7 (or 14) rows
+    row_blocks = get_initializer(method).row_blocks
+    if row_blocks:  # read and draw in chunks of 16 rows: several chunks on the tiny vocabulary
+        module = __import__(f"vocadapt.components.initializers.{method}", fromlist=["CHUNK_ROWS"])
+        monkeypatch.setattr(module, "CHUNK_ROWS", 16)
     common = dict(mode=mode, corpus_files=[corpus_file], extra_heads=1, seed=5, options=OPTIONS.get(method),
                   helper=fasttext_helper if get_initializer(method).needs_helper else None)
     streamed = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed", method,
@@ -129,8 +141,11 @@ def test_streamed_surgery_writes_the_same_bytes_through_a_small_budget(
     whole = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "whole", method, memory_budget_bytes=None,
                              **common)
     assert streamed["streamed"] and not whole["streamed"]
-    assert seen and all(shape[1] == 64 and shape[0] * shape[1] * 4 <= budget for shape in seen)
-    assert len(seen) == 4 * (1 if tied else 2)
+    if row_blocks:  # never the whole matrix: the rows it reads come 16 at a time
+        assert not seen and read and max(read) <= 16
+    else:
+        assert seen and all(shape[1] == 64 and shape[0] * shape[1] * 4 <= budget for shape in seen)
+        assert len(seen) == 4 * (1 if tied else 2)
     expected = _tensors(tmp_path / "whole")
     got = _tensors(tmp_path / "streamed")
     assert list(got) == list(expected) or sorted(got) == sorted(expected)
@@ -172,3 +187,38 @@ def test_blocks_are_sized_for_the_new_rows_too(tmp_path, monkeypatch, source_tok
     assert report["streamed"] and asked
     new_tokens = asked[0] - rows
     assert new_tokens > 0 and all(count == asked[0] for count in asked)
+
+
+@pytest.mark.parametrize("shared,helper_dim", [(300, 8), (6, 10)], ids=["overdetermined", "fewer-shared-than-dims"])
+def test_sava_least_squares_by_row_chunks_is_the_whole_solve(shared, helper_dim):
+    """sava's map from Q^T T summed over row chunks is lstsq([x, 1], T) on the whole targets, the minimum-norm
+    solution included when there are fewer shared tokens than helper dimensions."""
+    from vocadapt.components.initializers.sava import ChunkedAffineLstsq, fit_affine_lstsq
+
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(shared, helper_dim, generator=generator)
+    targets = torch.randn(shared, 24, generator=generator)
+    fit = ChunkedAffineLstsq(inputs, 24)
+    for first in range(0, shared, 7):
+        fit.add(first, targets[first : first + 7])
+    torch.testing.assert_close(fit.solution(), fit_affine_lstsq(inputs, targets), atol=1e-9, rtol=1e-9)
+
+
+def test_row_block_methods_yield_bounded_blocks(monkeypatch, source_tokenizer, target_tokenizer, fasttext_helper):
+    """A ``row_blocks`` method yields at most CHUNK_ROWS rows at a time, and its blocks are its whole rows."""
+    torch.manual_seed(2)
+    source = torch.randn(len(source_tokenizer), HIDDEN)
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source.shape[0], mode="replace")
+    for method in ROW_BLOCKS:
+        module = __import__(f"vocadapt.components.initializers.{method}", fromlist=["CHUNK_ROWS"])
+        monkeypatch.setattr(module, "CHUNK_ROWS", 16)
+        initializer = get_initializer(method).configure()
+
+        def problem():
+            return InitProblem(source, plan.new_target_ids, plan.target_to_source, source_tokenizer, target_tokenizer,
+                               generator=torch.Generator().manual_seed(3),
+                               helper=fasttext_helper if initializer.needs_helper else None)
+
+        blocks = list(initializer.blocks(problem()))
+        assert len(blocks) > 1 and all(block.shape[0] <= 16 for block in blocks), method
+        assert torch.equal(torch.cat(blocks), initializer(problem())), method
