@@ -92,18 +92,37 @@ def new_token_ids_of(model: nn.Module) -> list[int]:
     return [token_id for start, end in ranges for token_id in range(start, end)]
 
 
+FORWARD_TOKENS = 4096  # micro-batches are stacked up to this many tokens per forward pass of the body
+
+
+def _stacked(batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    """Consecutive batches of the same sequence length stacked into forwards of about FORWARD_TOKENS tokens: the
+    loop's micro-batches (4 x 64 on the demo) are too small for the matrix products to run at speed on a CPU, and
+    each sequence's hidden states do not depend on the others in its forward."""
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for input_ids, attention_mask in batches:
+        if pending and (pending[0][0].shape[1] != input_ids.shape[1]
+                        or sum(ids.numel() for ids, _ in pending) + input_ids.numel() > FORWARD_TOKENS):
+            yield torch.cat([ids for ids, _ in pending]), torch.cat([mask for _, mask in pending])
+            pending = []
+        pending.append((input_ids, attention_mask))
+    if pending:
+        yield torch.cat([ids for ids, _ in pending]), torch.cat([mask for _, mask in pending])
+
+
 @torch.no_grad()
-def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], bf16_body: bool = False,
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(positions x hidden) last hidden states, (positions,) next-token ids and (positions,) the index of the
-    sequence each position comes from, real positions only."""
+    """(positions x hidden) float32 last hidden states, (positions,) next-token ids and (positions,) the index of the
+    sequence each position comes from, real positions only. ``bf16_body``: the forward runs under bf16 autocast."""
     body = model.base_model
     states, targets, sequences = [], [], []
     sequence_count = 0
     device = next(model.parameters()).device
-    for input_ids, attention_mask in batches:
+    for input_ids, attention_mask in _stacked(batches):
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16_body):
+            hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         keep = (attention_mask[:, :-1] * attention_mask[:, 1:]).bool()
         states.append(hidden[:, :-1][keep].float())
         targets.append(input_ids[:, 1:][keep])
@@ -116,12 +135,14 @@ def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
 def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
                         new_token_ids: Sequence[int], *, passes: int = 12, learning_rate: float = 1e-2,
                         positions_per_update: int = 4096, seed: int = 0, untie: bool = False,
-                        validation_fraction: float = 0.1, checks_per_pass: int = 4) -> HeadFitResult:
+                        validation_fraction: float = 0.1, checks_per_pass: int = 4,
+                        bf16_body: bool = False) -> HeadFitResult:
     """Fit the LM-head rows of ``new_token_ids`` to the next-token targets of ``batches`` ((input_ids,
     attention_mask) pairs tokenized with the model's expanded tokenizer); every other parameter is left as it was.
     ``validation_fraction`` of the sequences (at least one, when there are two or more) is held out, its loss checked
     ``checks_per_pass`` times a pass, and the rows with the lowest held-out loss are kept (0: no held-out check, the
-    last rows are kept). See the module docstring. Deterministic for a given seed, batches and device."""
+    last rows are kept). ``bf16_body``: the body's forward runs under bf16 autocast (the fit stays float32). See the
+    module docstring. Deterministic for a given seed, batches and device."""
     if passes < 1:
         raise ValueError(f"passes must be at least 1, got {passes}")
     if not 0 <= validation_fraction < 1:
@@ -140,7 +161,7 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         raise ValueError(f"new token id {int(new_ids.max())} is past the head's {weight.shape[0]} rows")
     was_training = model.training
     model.eval()
-    hidden, targets, sequences = _hidden_states(model, batches)
+    hidden, targets, sequences = _hidden_states(model, batches, bf16_body)
     device = hidden.device
     generator = torch.Generator().manual_seed(seed)
     fit_positions, held_out = _split_by_sequence(sequences, validation_fraction, generator)

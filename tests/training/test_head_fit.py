@@ -181,3 +181,50 @@ def test_head_fit_after_lapt_runs_once_after_the_last_step(tokenizer):
     assert result.tokens == 2 * 2 * 16  # 40 tokens round up to two micro-batches of 32
     with pytest.raises(ValueError, match="set one of them"):
         LaptSettings(strategy="new-head", head_fit_after=True, max_steps=2)
+
+
+def test_micro_batches_are_stacked_into_larger_forwards_with_the_same_hidden_states(monkeypatch):
+    """The loop's micro-batches are stacked up to FORWARD_TOKENS per forward (in order, never mixing sequence
+    lengths); each sequence's hidden states are what its own forward gives."""
+    from vocadapt.components.training import head_fit
+
+    batches = _planted_batches() + [(torch.randint(0, 40, (2, 10)), torch.ones(2, 10, dtype=torch.long))]
+    monkeypatch.setattr(head_fit, "FORWARD_TOKENS", 4 * 24 * 2)  # two micro-batches of 4 x 24 per forward
+    stacked = list(head_fit._stacked(batches))
+    assert [tuple(ids.shape) for ids, _ in stacked] == [(8, 24), (8, 24), (8, 24), (2, 10)]
+    assert torch.equal(torch.cat([ids for ids, _ in stacked[:3]]), torch.cat([ids for ids, _ in batches[:6]]))
+    model = make_model(VOCABULARY, tie=True).eval()
+    together, targets, sequences = head_fit._hidden_states(model, batches)
+    monkeypatch.setattr(head_fit, "FORWARD_TOKENS", 1)  # one micro-batch per forward, as before
+    alone, alone_targets, alone_sequences = head_fit._hidden_states(model, batches)
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)
+    assert torch.equal(targets, alone_targets) and torch.equal(sequences, alone_sequences)
+
+
+def test_a_bf16_body_gives_hidden_states_close_to_float32_and_the_same_fit(tokenizer, monkeypatch):
+    """head_fit_bf16_body runs the body under bf16 autocast: the hidden states stay float32 and within a few
+    percent, the planted pattern is learnt as in float32, and the setting reaches the fit from LAPT's settings."""
+    from vocadapt.components.training import head_fit
+
+    model = make_model(VOCABULARY, tie=True).eval()
+    full, _, _ = head_fit._hidden_states(model, _planted_batches())
+    half, _, _ = head_fit._hidden_states(model, _planted_batches(), bf16_body=True)
+    assert half.dtype == torch.float32 and not torch.equal(full, half)
+    assert float((half - full).norm() / full.norm()) < 0.05
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2, bf16_body=True)
+    assert result.loss_after < result.loss_before and _next_token_after(model, 7) == 44
+    seen = []
+    original = head_fit._hidden_states
+
+    def spy(model, batches, bf16_body=False):
+        seen.append(bf16_body)
+        return original(model, batches, bf16_body)
+
+    vocabulary = len(tokenizer)
+    lm = make_model(vocabulary, tie=True)
+    lm.config.vocadapt_init = {"mode": "expand", "new_id_ranges": [[vocabulary - 40, vocabulary]]}
+    settings = LaptSettings(strategy="new-head", max_steps=1, batch_size=2, sequence_length=16, head_fit_passes=1,
+                            head_fit_bf16_body=True, seed=0)
+    monkeypatch.setattr(head_fit, "_hidden_states", spy)
+    train_lapt(lm, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings)
+    assert seen == [True]
