@@ -47,7 +47,7 @@ class HeadFitResult:
     rows: int  # new rows fitted
     positions: int  # training positions (all ranks)
     new_targets: int  # positions whose next token is a new one (all ranks)
-    loss_before: float  # next-token loss over the positions, whole vocabulary, before the fit
+    loss_before: float  # next-token loss over the fit positions (at most METRIC_POSITIONS of them), before the fit
     loss_after: float
     passes: int
     untied: bool  # the head was tied to the input embeddings and was untied (untie=True)
@@ -93,6 +93,7 @@ def new_token_ids_of(model: nn.Module) -> list[int]:
 
 
 FORWARD_TOKENS = 4096  # micro-batches are stacked up to this many tokens per forward pass of the body
+METRIC_POSITIONS = 65536  # loss_before / loss_after: over at most this many evenly spaced fit positions (per rank)
 
 
 def _stacked(batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
@@ -111,17 +112,17 @@ def _stacked(batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterable[t
 
 
 @torch.no_grad()
-def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], bf16_body: bool = False,
+def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], bf16: bool = False,
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(positions x hidden) float32 last hidden states, (positions,) next-token ids and (positions,) the index of the
-    sequence each position comes from, real positions only. ``bf16_body``: the forward runs under bf16 autocast."""
+    sequence each position comes from, real positions only. ``bf16``: the forward runs under bf16 autocast."""
     body = model.base_model
     states, targets, sequences = [], [], []
     sequence_count = 0
     device = next(model.parameters()).device
     for input_ids, attention_mask in _stacked(batches):
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16_body):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         keep = (attention_mask[:, :-1] * attention_mask[:, 1:]).bool()
         states.append(hidden[:, :-1][keep].float())
@@ -136,13 +137,14 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
                         new_token_ids: Sequence[int], *, passes: int = 12, learning_rate: float = 1e-2,
                         positions_per_update: int = 4096, seed: int = 0, untie: bool = False,
                         validation_fraction: float = 0.1, checks_per_pass: int = 4,
-                        bf16_body: bool = False) -> HeadFitResult:
+                        bf16: bool = False) -> HeadFitResult:
     """Fit the LM-head rows of ``new_token_ids`` to the next-token targets of ``batches`` ((input_ids,
     attention_mask) pairs tokenized with the model's expanded tokenizer); every other parameter is left as it was.
     ``validation_fraction`` of the sequences (at least one, when there are two or more) is held out, its loss checked
     ``checks_per_pass`` times a pass, and the rows with the lowest held-out loss are kept (0: no held-out check, the
-    last rows are kept). ``bf16_body``: the body's forward runs under bf16 autocast (the fit stays float32). See the
-    module docstring. Deterministic for a given seed, batches and device."""
+    last rows are kept). ``bf16``: the matrix products (the body's forward, the old rows' logits, the new rows'
+    logits and their gradients) run under bf16 autocast; hidden states, log-sum-exps, losses, the rows and Adam stay
+    float32. See the module docstring. Deterministic for a given seed, batches and device."""
     if passes < 1:
         raise ValueError(f"passes must be at least 1, got {passes}")
     if not 0 <= validation_fraction < 1:
@@ -161,8 +163,12 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         raise ValueError(f"new token id {int(new_ids.max())} is past the head's {weight.shape[0]} rows")
     was_training = model.training
     model.eval()
-    hidden, targets, sequences = _hidden_states(model, batches, bf16_body)
+    hidden, targets, sequences = _hidden_states(model, batches, bf16)
     device = hidden.device
+
+    def products():  # the matrix products in bf16 when asked; everything they feed is float32
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+
     generator = torch.Generator().manual_seed(seed)
     fit_positions, held_out = _split_by_sequence(sequences, validation_fraction, generator)
     new_ids = new_ids.to(device)
@@ -177,7 +183,8 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         old_bias = bias[old_ids] if bias is not None else None
         old_lse, target_logit = [], []
         for start in range(0, len(hidden), positions_per_update):
-            logits = hidden[start:start + positions_per_update] @ old_rows.T
+            with products():
+                logits = (hidden[start:start + positions_per_update] @ old_rows.T).float()
             if old_bias is not None:
                 logits += old_bias
             old_lse.append(torch.logsumexp(logits, dim=-1))
@@ -194,7 +201,8 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
 
     def loss_of(index: torch.Tensor) -> torch.Tensor:
-        logits = hidden[index] @ rows.T
+        with products():
+            logits = (hidden[index] @ rows.T).float()
         if new_bias is not None:
             logits = logits + new_bias
         total = torch.logaddexp(old_lse[index], torch.logsumexp(logits, dim=-1))
@@ -212,7 +220,12 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         return float(counts[0] / counts[1]) if counts[1] else float("nan")
 
     checked = _on_any_rank(len(held_out) > 0, distributed, device)
-    loss_before = mean_loss(fit_positions)
+    # the fit's own loss is a reported figure, not a decision: a sample of its positions says it (the demo's 327,680
+    # positions would cost two more passes); the held-out check, which decides, reads all of its positions
+    metric_positions = fit_positions
+    if len(fit_positions) > METRIC_POSITIONS:
+        metric_positions = fit_positions[torch.linspace(0, len(fit_positions) - 1, METRIC_POSITIONS).long().to(device)]
+    loss_before = mean_loss(metric_positions)
     best_loss = validation_loss_before = mean_loss(held_out) if checked else None
     best_rows, kept_update, taken = None, 0, 0
     updates = -(-len(fit_positions) // positions_per_update)
@@ -242,7 +255,7 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         if best_rows is not None:  # None: every checked set of rows did worse held out than the initial ones
             weight[new_ids] = best_rows.to(weight.dtype)
         rows.data = weight.detach()[new_ids].float()
-    loss_after = mean_loss(fit_positions)
+    loss_after = mean_loss(metric_positions)
     counts = torch.tensor([float(len(hidden)), float(target_is_new.sum()), float(len(held_out))],
                           dtype=torch.float64, device=device)
     if distributed:

@@ -181,7 +181,7 @@ def _fit_new_head(run: _Run, learning_rate: float) -> None:
                                  passes=settings.head_fit_passes, learning_rate=learning_rate,
                                  seed=settings.seed, untie=settings.head_fit_untie,
                                  validation_fraction=settings.head_fit_validation_fraction,
-                                 bf16_body=settings.head_fit_bf16_body)
+                                 bf16=settings.head_fit_bf16)
     seconds = time.perf_counter() - started
     fitted = int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
     run.step = run.step + 1 if after_lapt else run.total_steps  # after LAPT: one step past the last optimizer step

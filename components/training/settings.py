@@ -108,11 +108,12 @@ class LaptSettings(StrictSettings):
         0.1, ge=0, lt=1, description="new-head, head_fit_after: the share of the fit's sequences held out; the rows "
         "kept are those with the lowest held-out loss, the initial rows included (0: no check, the last rows are kept)."
     )
-    head_fit_bf16_body: bool = Field(
-        False, description="new-head, head_fit_after: run the body's forward pass (the hidden states the fit reads) "
-        "under bf16 autocast; the fit itself stays float32. On a CPU with AMX or AVX-512 bf16 the forward of "
-        "SmolLM2-135M takes a third of the float32 time (hidden states within 0.9% of float32's); on a CPU without "
-        "them it can be slower. On a GPU run the model in bf16 instead."
+    head_fit_bf16: bool = Field(
+        False, description="new-head, head_fit_after: run the fit's matrix products (the body's forward for the "
+        "hidden states, the old rows' logits, the new rows' logits and gradients) under bf16 autocast, as "
+        "mixed-precision training does; hidden states, log-sum-exps, losses, the rows and Adam stay float32. On a "
+        "CPU with AMX or AVX-512 bf16 the products take a third to a quarter of the float32 time; on a CPU without "
+        "them they can be slower."
     )
     lora_rank: int = Field(8, ge=1, description="LoRA rank (lora strategies).")
     lora_alpha: int = Field(16, ge=1, description="LoRA alpha (scale alpha / rank).")

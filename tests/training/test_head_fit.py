@@ -201,30 +201,49 @@ def test_micro_batches_are_stacked_into_larger_forwards_with_the_same_hidden_sta
     assert torch.equal(targets, alone_targets) and torch.equal(sequences, alone_sequences)
 
 
-def test_a_bf16_body_gives_hidden_states_close_to_float32_and_the_same_fit(tokenizer, monkeypatch):
-    """head_fit_bf16_body runs the body under bf16 autocast: the hidden states stay float32 and within a few
-    percent, the planted pattern is learnt as in float32, and the setting reaches the fit from LAPT's settings."""
+def test_a_bf16_fit_gives_hidden_states_close_to_float32_and_the_same_fit(tokenizer, monkeypatch):
+    """head_fit_bf16 runs the products under bf16 autocast: the hidden states stay float32 and within a few percent,
+    the planted pattern is learnt as in float32, and the setting reaches the fit from LAPT's settings."""
     from vocadapt.components.training import head_fit
 
     model = make_model(VOCABULARY, tie=True).eval()
     full, _, _ = head_fit._hidden_states(model, _planted_batches())
-    half, _, _ = head_fit._hidden_states(model, _planted_batches(), bf16_body=True)
+    half, _, _ = head_fit._hidden_states(model, _planted_batches(), bf16=True)
     assert half.dtype == torch.float32 and not torch.equal(full, half)
     assert float((half - full).norm() / full.norm()) < 0.05
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2, bf16_body=True)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2, bf16=True)
     assert result.loss_after < result.loss_before and _next_token_after(model, 7) == 44
     seen = []
     original = head_fit._hidden_states
 
-    def spy(model, batches, bf16_body=False):
-        seen.append(bf16_body)
-        return original(model, batches, bf16_body)
+    def spy(model, batches, bf16=False):
+        seen.append(bf16)
+        return original(model, batches, bf16)
 
     vocabulary = len(tokenizer)
     lm = make_model(vocabulary, tie=True)
     lm.config.vocadapt_init = {"mode": "expand", "new_id_ranges": [[vocabulary - 40, vocabulary]]}
     settings = LaptSettings(strategy="new-head", max_steps=1, batch_size=2, sequence_length=16, head_fit_passes=1,
-                            head_fit_bf16_body=True, seed=0)
+                            head_fit_bf16=True, seed=0)
     monkeypatch.setattr(head_fit, "_hidden_states", spy)
     train_lapt(lm, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings)
     assert seen == [True]
+
+
+def test_the_reported_fit_loss_reads_a_sample_of_the_positions_and_the_rows_are_the_same(monkeypatch):
+    """loss_before / loss_after come from at most METRIC_POSITIONS evenly spaced positions; the fitted rows do not
+    depend on how many positions the report reads."""
+    from vocadapt.components.training import head_fit
+
+    def fit(sample: int):
+        monkeypatch.setattr(head_fit, "METRIC_POSITIONS", sample)
+        model = make_model(VOCABULARY, tie=False)
+        result = fit_new_output_rows(model, _planted_batches(), NEW, passes=3, learning_rate=5e-2,
+                                     validation_fraction=0)
+        return result, model.lm_head.weight.detach().clone()
+
+    everything, rows = fit(10**9)
+    sampled, sampled_rows = fit(50)
+    assert torch.equal(rows, sampled_rows)
+    assert sampled.positions == everything.positions
+    assert sampled.loss_after < sampled.loss_before and sampled.loss_before != everything.loss_before
