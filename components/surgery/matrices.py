@@ -16,7 +16,7 @@ from vocadapt.components.surgery.plan import VocabularyPlan
 
 
 def _problem(source_matrix: Any, plan: VocabularyPlan, *, role: str, source_tokenizer: Any, target_tokenizer: Any,
-             seed: int, helper: Any, corpus_files, columns) -> InitProblem:
+             seed: int = 0, helper: Any = None, corpus_files=(), columns=None) -> InitProblem:
     if isinstance(source_matrix, torch.Tensor) and source_matrix.dtype != torch.float32:
         source_matrix = source_matrix.float()
     return InitProblem(
@@ -68,26 +68,17 @@ def initialise_rows(
 
 
 def initialise_row_blocks(
-    source_rows: Any,
-    plan: VocabularyPlan,
-    method: ConfiguredInitializer,
-    *,
-    role: str,
-    source_tokenizer: Any,
-    target_tokenizer: Any,
-    seed: int = 0,
-    helper: Any = None,
-    corpus_files: list[str] | tuple[str, ...] = (),
+    source_rows: Any, plan: VocabularyPlan, method: ConfiguredInitializer, **problem: Any
 ) -> Iterator[torch.Tensor]:
     """A ``row_blocks`` method's rows for ``plan.new_target_ids`` as consecutive float32 row blocks, each checked
     for width and finiteness, and their count checked at the end; ``source_rows`` is a tensor or a
-    :class:`~vocadapt.components.initializers.SourceRows` (the rows stay on disk). The problem is the one
-    :func:`initialise_rows` builds, so the blocks concatenate to its rows byte for byte."""
-    problem = _problem(source_rows, plan, role=role, source_tokenizer=source_tokenizer,
-                       target_tokenizer=target_tokenizer, seed=seed, helper=helper, corpus_files=corpus_files,
-                       columns=None)
+    :class:`~vocadapt.components.initializers.SourceRows` (the rows stay on disk). ``problem``: the keywords of
+    :func:`initialise_rows` but ``columns``; the problem is the one it builds, so the blocks concatenate to its rows
+    byte for byte."""
+    role = problem["role"]
+    built = _problem(source_rows, plan, **problem)
     hidden, done = source_rows.shape[1], 0
-    for block in method.blocks(problem):
+    for block in method.blocks(built):
         yield _check(block, method, role, (block.shape[0], hidden))
         done += block.shape[0]
     if done != len(plan.new_target_ids):
