@@ -222,3 +222,29 @@ def test_row_block_methods_yield_bounded_blocks(monkeypatch, source_tokenizer, t
         blocks = list(initializer.blocks(problem()))
         assert len(blocks) > 1 and all(block.shape[0] <= 16 for block in blocks), method
         assert torch.equal(torch.cat(blocks), initializer(problem())), method
+
+
+def test_a_row_block_method_failing_mid_stream_leaves_nothing_half_written(tmp_path, monkeypatch, source_tokenizer,
+                                                                           target_tokenizer):
+    """Streamed by rows, a method whose second block is not finite is stopped with an error naming it, after its first
+    block was written: no output folder, no temporary folder, no scratch file is left."""
+    import dataclasses
+
+    from vocadapt.components.initializers import _REGISTRY
+    from vocadapt.components.initializers import multivariate as module
+
+    source_dir = _checkpoint(tmp_path, source_tokenizer, False, torch.float32, "source")
+    target_tokenizer.save_pretrained(tmp_path / "target")
+    entry = get_initializer("multivariate")
+    draws = entry.row_block_function
+
+    def failing(problem, **options):
+        yield next(draws(problem, **options))
+        yield torch.full((3, HIDDEN), float("nan"))
+
+    monkeypatch.setitem(_REGISTRY, "multivariate", dataclasses.replace(entry, row_block_function=failing))
+    monkeypatch.setattr(module, "CHUNK_ROWS", 16)
+    with pytest.raises(RuntimeError, match="multivariate.*non-finite"):
+        adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "out", "multivariate", mode="replace", seed=5,
+                         memory_budget_bytes=(len(source_tokenizer) + 3) * 4 * 64)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["source", "target"]
