@@ -179,7 +179,7 @@ def adapt_checkpoint(
     shared = dict(source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
                   corpus_files=corpus_files)
     streamed = (method.columnwise or method.row_blocks) and memory_budget_bytes is not None
-    if streamed:  # a column block at a time, never a whole matrix in memory
+    if streamed:  # a column block (columnwise) or a chunk of rows (row_blocks) at a time, never a whole matrix
 
         def write_new_shard(path: Path, scratch: Path) -> dict[str, float]:
             return _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, shared, extra_heads,
