@@ -21,6 +21,15 @@ def chrf(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return float(sacrebleu.corpus_chrf(list(hypotheses), [list(references)]).score)
 
 
+def chrf_statistics(hypotheses: Sequence[str], references: Sequence[str]) -> list[list[int]]:
+    """sacrebleu's chrF sufficient statistics, one row per example: their sum gives :func:`chrf` (the paired
+    bootstrap of ``components/evaluation/bootstrap.py`` resamples these rows)."""
+    from sacrebleu.metrics import CHRF
+
+    _check_pairs(hypotheses, references)
+    return [list(map(int, row)) for row in CHRF()._extract_corpus_statistics(list(hypotheses), [list(references)])]
+
+
 def rouge_l(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Mean ROUGE-L F-measure over examples, 0-100. No stemming: the Porter stemmer is English-only."""
     from rouge_score import rouge_scorer
