@@ -72,38 +72,59 @@ def build_items(*, language: str, source_language: str, documents: list[str], pa
 
 
 def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None, source_tokenizer=None,
-                prefix: str = "") -> dict[str, float]:
+                prefix: str = "", item_parts: dict | None = None) -> dict[str, float]:
     """Every measure of the module doc for one model, named with ``prefix`` (``source_model.`` for the source);
-    ``generation.same_text_token_saving`` needs ``source_tokenizer``."""
-    from vocadapt.components.evaluation.cloze_scoring import score_cloze
-    from vocadapt.components.evaluation.efficiency import generation_efficiency, same_text_token_saving
-    from vocadapt.components.evaluation.text_scores import chrf
-    from vocadapt.components.metrics.bits_per_byte import bits_per_byte
+    ``generation.same_text_token_saving`` needs ``source_tokenizer``. ``item_parts``, when given, receives each
+    gated measure's per-item parts under the same name (``components/evaluation/bootstrap.py``'s ``ItemParts``:
+    bits and bytes per out-of-domain document, 0/1 per cloze item, chrF statistics, tokens and characters per
+    generation), from which the promotion gates bootstrap their intervals."""
+    import math
+
+    from vocadapt.components.evaluation.bootstrap import ItemParts, item_id, ratio_parts
+    from vocadapt.components.evaluation.cloze_scoring import score_cloze_items
+    from vocadapt.components.evaluation.efficiency import generation_efficiency
+    from vocadapt.components.evaluation.text_scores import chrf_statistics
+    from vocadapt.components.metrics.bits_per_byte import score_documents
     from vocadapt.platform.evaluation.generation import TransformersBackend
 
-    metrics = {}
+    parts: dict[str, ItemParts] = {}
     if items.cloze:
-        cloze = score_cloze(model, tokenizer, items.cloze, batch_size=items.batch_size)
-        metrics[f"benchmark.{CLOZE_TASK.format(lang=items.language)}.acc_bytes"] = cloze["acc_bytes"]
+        _, correct_bytes = score_cloze_items(model, tokenizer, items.cloze, batch_size=items.batch_size)
+        parts[f"benchmark.{CLOZE_TASK.format(lang=items.language)}.acc_bytes"] = ItemParts(
+            "mean", correct_bytes, tuple(item_id(item.context) for item in items.cloze))
+    backend = TransformersBackend(model, tokenizer, batch_size=items.batch_size)
     if items.translation:
         task = TRANSLATION_TASK.format(source=items.source_language, target=items.language)
-        backend = TransformersBackend(model, tokenizer, batch_size=items.batch_size)
-        record = backend.generate([item["prompt"] for item in items.translation],
-                                  max_new_tokens=items.max_new_tokens)
-        metrics[f"benchmark.{task}.chrf"] = chrf([first_line(text) for text in record.texts],
-                                                 [item["reference"] for item in items.translation])
+        prompts = [item["prompt"] for item in items.translation]
+        record = backend.generate(prompts, max_new_tokens=items.max_new_tokens)
+        statistics = chrf_statistics([first_line(text) for text in record.texts],
+                                     [item["reference"] for item in items.translation])
+        parts[f"benchmark.{task}.chrf"] = ItemParts("chrf", statistics, tuple(map(item_id, prompts)))
     else:  # no parallel text: the model continues the cloze contexts, target-language text too
-        backend = TransformersBackend(model, tokenizer, batch_size=items.batch_size)
-        record = backend.generate([item.context for item in items.cloze], max_new_tokens=items.max_new_tokens)
+        prompts = [item.context for item in items.cloze]
+        record = backend.generate(prompts, max_new_tokens=items.max_new_tokens)
     report = generation_efficiency(record, new_token_ids)
-    metrics["generation.tokens_per_character"] = report["tokens_per_character"]
+    prompt_ids = tuple(map(item_id, prompts))
+    parts["generation.tokens_per_character"] = ratio_parts([len(ids) for ids in record.token_ids],
+                                                           [len(text) for text in record.texts], prompt_ids)
+    metrics = {}
     if "percent_generated_new" in report:
         metrics["generation.percent_generated_new"] = report["percent_generated_new"]
     if source_tokenizer is not None:
-        metrics["generation.same_text_token_saving"] = same_text_token_saving(record, source_tokenizer)
+        needed = [len(source_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in record.texts]
+        if sum(needed):
+            parts["generation.same_text_token_saving"] = ratio_parts(
+                [len(ids) for ids in record.token_ids], needed, prompt_ids, kind="saving")
+        else:
+            metrics["generation.same_text_token_saving"] = 0.0
     for stream, documents in items.out_of_domain.items():
-        metrics[f"bpb_ood_{stream}"] = bits_per_byte(model, tokenizer, documents, max_length=items.max_length,
-                                                     batch_size=items.batch_size)
+        scored = score_documents(model, tokenizer, documents, max_length=items.max_length,
+                                 batch_size=items.batch_size)
+        parts[f"bpb_ood_{stream}"] = ratio_parts([score.nats / math.log(2) for score in scored],
+                                                 [score.bytes for score in scored], tuple(map(item_id, documents)))
+    metrics |= {key: float(value.value()) for key, value in parts.items()}
+    if item_parts is not None:
+        item_parts.update({f"{prefix}{key}": value for key, value in parts.items()})
     return {f"{prefix}{key}": value for key, value in metrics.items()}
 
 

@@ -6,6 +6,8 @@ A gate compares a candidate with its source model on the same documents or items
 - ``ratio``: sum of numerators / sum of denominators (bits per byte: bits / UTF-8 bytes per document; tokens per
   generated character: tokens / characters per item). A resample's bits per byte is the sum of bits over the
   resampled documents divided by the sum of their bytes, not a mean of per-document ratios.
+- ``saving``: 1 - sum of numerators / sum of denominators (the same-text token saving: 1 - tokens generated /
+  tokens the source tokenizer needs for the same text);
 - ``mean``: the mean of per-item scores (cloze accuracy: 1 or 0 per item).
 - ``chrf``: sacrebleu's sufficient statistics per sentence; the corpus chrF of a resample is computed from their
   sum (``sacrebleu.metrics.CHRF._compute_score_from_stats``), exactly as sacrebleu's own paired bootstrap does.
@@ -25,8 +27,8 @@ from typing import Literal
 
 import numpy as np
 
-Kind = Literal["ratio", "mean", "chrf"]
-KINDS = ("ratio", "mean", "chrf")
+Kind = Literal["ratio", "saving", "mean", "chrf"]
+KINDS = ("ratio", "saving", "mean", "chrf")
 DEFAULT_RESAMPLES = 1000
 
 
@@ -47,7 +49,7 @@ class ItemParts:
             parts = parts[:, None]
         if parts.ndim != 2 or len(parts) == 0:
             raise ValueError(f"item parts must be a non-empty (items, k) array, got shape {parts.shape}")
-        if self.kind == "ratio" and parts.shape[1] != 2:
+        if self.kind in ("ratio", "saving") and parts.shape[1] != 2:
             raise ValueError(f"ratio items need (numerator, denominator) per item, got {parts.shape[1]} columns")
         if self.ids and len(self.ids) != len(parts):
             raise ValueError(f"{len(self.ids)} ids for {len(parts)} items")
@@ -62,6 +64,8 @@ class ItemParts:
         n = len(self) if weights is None else weights.sum(axis=1)
         if self.kind == "ratio":
             return sums[..., 0] / sums[..., 1]
+        if self.kind == "saving":
+            return 1.0 - sums[..., 0] / sums[..., 1]
         if self.kind == "mean":
             return sums[..., 0] / n
         return _chrf_from_sums(np.atleast_2d(sums)) if weights is not None else float(_chrf_from_sums(sums[None])[0])
@@ -154,5 +158,6 @@ def parts_to_json(parts: ItemParts) -> dict:
     return {"kind": parts.kind, "parts": parts.parts.tolist(), "ids": list(parts.ids)}
 
 
-def ratio_parts(numerators: Sequence[float], denominators: Sequence[float], ids: Sequence[str] = ()) -> ItemParts:
-    return ItemParts("ratio", np.column_stack([numerators, denominators]), tuple(ids))
+def ratio_parts(numerators: Sequence[float], denominators: Sequence[float], ids: Sequence[str] = (), *,
+                kind: Kind = "ratio") -> ItemParts:
+    return ItemParts(kind, np.column_stack([numerators, denominators]).astype(np.float64), tuple(ids))

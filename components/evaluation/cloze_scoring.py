@@ -64,19 +64,26 @@ def continuation_logprobs(model, tokenizer, pairs: Sequence[tuple[str, str]], *,
 
 def score_cloze(model, tokenizer, items: Sequence[ClozeItem], *, batch_size: int = 8) -> dict[str, float]:
     """``acc`` and ``acc_bytes`` (fractions in [0, 1]) of ``model`` on ``items``."""
+    correct, correct_bytes = score_cloze_items(model, tokenizer, items, batch_size=batch_size)
+    return {"acc": sum(correct) / len(items), "acc_bytes": sum(correct_bytes) / len(items)}
+
+
+def score_cloze_items(model, tokenizer, items: Sequence[ClozeItem], *, batch_size: int = 8
+                      ) -> tuple[list[int], list[int]]:
+    """Per item, 1 where the true ending scores highest, else 0: by summed log-likelihood and per byte."""
     if not items:
         raise ValueError("no cloze items to score: build some with build_cloze_items()")
     pairs = [(item.context, choice) for item in items for choice in item.choices]
     flat = continuation_logprobs(model, tokenizer, pairs, batch_size=batch_size)
-    correct = correct_bytes = 0
+    correct, correct_bytes = [], []
     position = 0
     for item in items:
         sums = flat[position:position + len(item.choices)]
         position += len(item.choices)
         per_byte = [score / max(len(choice.encode("utf-8")), 1) for score, choice in zip(sums, item.choices)]
-        correct += int(max(range(len(sums)), key=sums.__getitem__) == item.label)
-        correct_bytes += int(max(range(len(per_byte)), key=per_byte.__getitem__) == item.label)
-    return {"acc": correct / len(items), "acc_bytes": correct_bytes / len(items)}
+        correct.append(int(max(range(len(sums)), key=sums.__getitem__) == item.label))
+        correct_bytes.append(int(max(range(len(per_byte)), key=per_byte.__getitem__) == item.label))
+    return correct, correct_bytes
 
 
 def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -69,6 +69,42 @@ def score_bits_per_byte(
     return BitsPerByte(nats=nats, tokens=total_tokens, bytes=total_bytes)
 
 
+def score_documents(
+    model, tokenizer, documents: list[str], *, max_length: int = 256, batch_size: int = 8
+) -> list[BitsPerByte]:
+    """Like :func:`score_bits_per_byte`, one ``BitsPerByte`` per document, in order (windows are batched across
+    documents the same way): what a bootstrap over documents resamples (``components/evaluation/bootstrap.py``).
+    Their nats and bytes sum to :func:`score_bits_per_byte`'s. Empty documents are refused."""
+    if max_length < 1 or batch_size < 1:
+        raise ValueError(f"max_length and batch_size must be >= 1, got {max_length} and {batch_size}")
+    if not documents or any(not doc for doc in documents):
+        raise ValueError("score_documents needs non-empty documents, one per string")
+    context_id = _context_token_id(tokenizer)
+    windows, owners, tokens = [], [], []
+    for index, doc in enumerate(documents):
+        content = tokenizer(doc, add_special_tokens=False)["input_ids"]
+        tokens.append(len(content))
+        parts = _windows([context_id, *content], max_length)
+        windows.extend(parts)
+        owners.extend([index] * len(parts))
+    nats = [0.0] * len(documents)
+    device = _model_device(model)
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(windows), batch_size):
+                rows = _batch_nll_rows(model, windows[start: start + batch_size], device)
+                for owner, value in zip(owners[start: start + batch_size], rows):
+                    nats[owner] += value
+    finally:
+        if was_training:
+            model.train()
+    return [BitsPerByte(nats=value, tokens=count, bytes=len(doc.encode("utf-8")))
+            for value, count, doc in zip(nats, tokens, documents)]
+
+
 def _context_token_id(tokenizer) -> int:
     for name in ("bos_token_id", "eos_token_id"):
         token_id = getattr(tokenizer, name, None)
@@ -124,3 +160,18 @@ def _batch_nll(model, batch: list[tuple[list[int], list[int]]], device: torch.de
     return F.cross_entropy(
         logits.float().flatten(0, 1), targets.to(device).flatten(), ignore_index=-100, reduction="sum"
     ).item()
+
+
+def _batch_nll_rows(model, batch: list[tuple[list[int], list[int]]], device: torch.device) -> list[float]:
+    """Summed NLL of each window of one batch (float32 log-softmax, as :func:`_batch_nll`)."""
+    width = max(len(inputs) for inputs, _ in batch)
+    inputs = torch.zeros(len(batch), width, dtype=torch.long)
+    targets = torch.full((len(batch), width), -100, dtype=torch.long)
+    mask = torch.zeros(len(batch), width, dtype=torch.long)
+    for row, (window_inputs, window_targets) in enumerate(batch):
+        inputs[row, : len(window_inputs)] = torch.tensor(window_inputs)
+        targets[row, : len(window_targets)] = torch.tensor(window_targets)
+        mask[row, : len(window_inputs)] = 1
+    logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits
+    losses = F.cross_entropy(logits.float().transpose(1, 2), targets.to(device), ignore_index=-100, reduction="none")
+    return losses.sum(dim=1).tolist()
