@@ -7,9 +7,10 @@ Two levels:
 - config checks (no file is read): every listed initialiser exists and takes its options, a method that needs a
   helper has one, the energy grid is known, storage and tracking URIs are well formed;
 - file checks (``check_files``): the output folder (refused when it exists, unless ``overwrite``), the source model
-  folder (safetensors only, no custom code), the distillation teacher, ``tokenizer.pretrained``, the helper's
-  files, the protected word list, and every corpus (present, non-empty, UTF-8, naming the file and line of a bad
-  byte, enough lines, in the right language, then the great-expectations suite).
+  folder (safetensors only, no custom code, an embedding row for every id of its tokenizer), the distillation
+  teacher, ``tokenizer.pretrained``, the helper's files, the protected word list, and every corpus (present,
+  non-empty, UTF-8, naming the file and line of a bad byte, enough lines, in the right language, then the
+  great-expectations suite).
 
 Each problem is a ``UserError`` naming the field and the fix.
 """
@@ -68,6 +69,7 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
 
     checked.inputs = inputs = resolve_inputs(config)  # corpora exist, assets built, source model is a folder
     check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
+    check_source_tokenizer_fits(config, inputs.source_model)
     if config.lapt.runs:
         check_teacher(config.lapt, inputs.source_model)
     if any(method.needs_helper for method in methods.values()):
@@ -76,6 +78,28 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     if inputs.target_tokenizer:
         checked.pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
     return checked
+
+
+def check_source_tokenizer_fits(config: ExperimentConfig, source_model: str | Path) -> None:
+    """The source model's tokenizer must have a row for every id: ``len(tokenizer)`` (its highest id + 1) at most
+    config.json's ``vocab_size`` (a multimodal config's ``text_config.vocab_size``). Padding rows past the
+    tokenizer (Qwen3's 151,669 ids in 151,936 rows) are fine. A hub name is left to the run."""
+    import json
+
+    from vocadapt.components.surgery.plan import check_tokenizer_fits
+    from vocadapt.platform.model_loading import load_source_tokenizer
+
+    config_file = Path(source_model) / "config.json"
+    if not config_file.is_file():
+        return
+    model_config = json.loads(config_file.read_text(encoding="utf-8"))  # check_model_folder has read it already
+    if not isinstance(model_config, dict):
+        return
+    rows = model_config.get("vocab_size") or (model_config.get("text_config") or {}).get("vocab_size")
+    if not isinstance(rows, int):
+        return
+    check_tokenizer_fits(load_source_tokenizer(config, str(source_model)), rows,
+                         what=f"source.model {source_model}: its tokenizer", rows_from="config.json vocab_size")
 
 
 def check_output_folder(output_dir: Path, config: ExperimentConfig, overwrite: bool) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args, get_origin
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from vocadapt.components.merging.elchat import MergeSettings
 from vocadapt.components.typed_settings import unknown_field_message, validation_problems
 
 from vocadapt.platform.config_sections import ConfigError, LaptSection
@@ -136,6 +137,26 @@ class EvaluationSection(_Section):
         "fortunes, downloaded once; Italian and English): a held-out split of the training corpora flatters an "
         "adapted model. Metrics bpb_ood_target / bpb_ood_source."
     )
+    out_of_domain_text: dict[str, Literal["fortunes"] | list[str]] = Field(
+        default_factory=dict, description="Out-of-domain text per language code, what the default bits-per-byte "
+        "promotion gates read: 'fortunes' (Debian's fortune cookies; Debian has them for it and en) or a list of "
+        "files (one paragraph per line) from a source that no training stream and no tokenizer training has "
+        "seen. A language not listed gets the fortunes where Debian has them, else none (its bits-per-byte gate "
+        "then reports the metric missing). Up to max_documents paragraphs are scored, in a seeded order. Before "
+        "any work, a run whose out-of-domain paragraphs equal or nearly duplicate a training paragraph is "
+        "refused (see out_of_domain_max_jaccard)."
+    )
+    out_of_domain_max_jaccard: float = Field(
+        0.5, gt=0.0, le=1.0, description="Out-of-domain paragraphs are refused when, after normalising case, "
+        "whitespace and punctuation, one equals a paragraph of the training text (corpus and LAPT files, which "
+        "the tokenizer also trains on) or their character 5-gram Jaccard similarity reaches this bound "
+        "(components/corpora/overlap.py). The embedded corpora against the fortunes: at most 0.27."
+    )
+
+
+class MergeSection(MergeSettings, _Section):
+    """The ``merge`` section: ElChat's post-hoc merge of each method's adapted model back into the source chat model
+    (components/merging/elchat.py), after LAPT and the head fit, before evaluation and registration."""
 
 
 class TrackingSection(_Section):
@@ -172,6 +193,7 @@ class ExperimentConfig(_Section):
     init: InitSection = Field(default_factory=InitSection)
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
     lapt: LaptSection = Field(default_factory=LaptSection)
+    merge: MergeSection = Field(default_factory=MergeSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
 
     @model_validator(mode="after")
@@ -182,12 +204,24 @@ class ExperimentConfig(_Section):
 
     @model_validator(mode="after")
     def _head_fit_needs_an_expansion(self) -> ExperimentConfig:
+        if self.lapt.strategy == "new-rows" and self.init.mode != "expand":
+            raise ValueError(f"lapt.strategy new-rows trains only the embedding and LM-head rows an expansion "
+                             f"added, keeping the source rows, and init.mode {self.init.mode!r} keeps no source "
+                             "rows: set init.mode expand, or another lapt.strategy (embeddings, full)")
         fits = "lapt.strategy new-head" if self.lapt.strategy == "new-head" else (
             "lapt.head_fit_after" if self.lapt.head_fit_after else None)
         if fits and self.init.mode != "expand":
             raise ValueError(f"{fits} fits the LM-head rows an expansion added, and init.mode is "
                              f"{self.init.mode!r}: set init.mode expand, or another lapt.strategy / "
                              "lapt.head_fit_after false")
+        return self
+
+    @model_validator(mode="after")
+    def _merge_needs_an_expansion(self) -> ExperimentConfig:
+        if self.merge.method != "none" and self.init.mode != "expand":
+            raise ValueError(f"merge.method {self.merge.method} merges back into the source chat model, which needs "
+                             f"the source's ids first (init.mode expand), and init.mode is {self.init.mode!r}: set "
+                             "init.mode expand, or merge.method none")
         return self
 
     @model_validator(mode="after")

@@ -88,6 +88,10 @@ class LaptSection(LaptSettings, Section):
         if self.strategy == "two-stage" and self.deepspeed.enabled and self.deepspeed.zero_stage == 3:
             raise ValueError("two-stage rebuilds the optimizer between stages, which ZeRO-3 does not support; "
                              "use deepspeed.zero_stage 1 or 2, or another strategy")
+        if self.strategy == "new-rows" and self.deepspeed.enabled and self.deepspeed.zero_stage == 3:
+            raise ValueError("strategy new-rows writes the trained rows back into the embedding and head matrices, "
+                             "which ZeRO-3 partitions across ranks; use deepspeed.zero_stage 1 or 2 (the optimizer "
+                             "state is only the new rows anyway)")
         uses_lora = self.strategy == "lora" or (self.strategy == "two-stage" and self.second_stage == "lora")
         if uses_lora and self.deepspeed.enabled and self.deepspeed.zero_stage == 3:
             raise ValueError("merging LoRA into partitioned ZeRO-3 weights is not supported; use "

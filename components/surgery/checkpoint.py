@@ -166,14 +166,15 @@ def adapt_checkpoint(
     input_name, head_name = embedding_tensor_names(source_dir, set(weight_map))
     source_tokenizer = AutoTokenizer.from_pretrained(str(source_tokenizer_dir or source_dir))
     target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
+    source_rows = files.read_header(source_dir / weight_map[input_name])[0][input_name]["shape"][0]
+    # planned before a helper is trained: a tokenizer with ids past the rows is refused before any work
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, mode=mode,
+                           target_vocab_rows=target_vocab_rows)
     if isinstance(helper, str):
         from vocadapt.components.helpers import resolve_helper
 
         helper = resolve_helper(helper, target_tokenizer=target_tokenizer, corpus_files=corpus_files, seed=seed)
         method.check_helper(helper)  # "none" resolves to no helper
-    source_rows = files.read_header(source_dir / weight_map[input_name])[0][input_name]["shape"][0]
-    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, mode=mode,
-                           target_vocab_rows=target_vocab_rows)
     roles = [("input", input_name)] + ([("output", head_name)] if head_name and head_name != input_name else [])
     started = time.perf_counter()
     shared = dict(source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,

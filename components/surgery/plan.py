@@ -4,7 +4,9 @@ Replacement: target tokens whose canonical form (or special role) exists in the 
 rest are initialised. Expansion: the target tokenizer keeps every source id, so every source row is kept at its id
 and the appended tokens are initialised. Rows past the last token id (padding: checkpoints pad the matrix to a
 multiple of 8, 64 or 128, so it has more rows than the tokenizer has ids) are kept from the source in expansion
-and are zero otherwise.
+and are zero otherwise; in expansion the appended ids take the first padding rows (Qwen3: 151,669 ids in 151,936
+rows, so new ids 151,669.. are initialised there) and the rows grow only past the last padding row. A source
+tokenizer with ids past the source rows is refused (:func:`check_tokenizer_fits`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from vocadapt.components.errors import UserError
 
 
 @dataclass
@@ -50,6 +54,27 @@ def id_ranges(ids: list[int]) -> list[list[int]]:
         else:
             runs.append([token_id, token_id + 1])
     return runs
+
+
+def highest_token_id(tokenizer: Any) -> int:
+    """The highest id ``tokenizer`` can produce: its vocabulary's and its added tokens' (ids may have gaps, so this
+    can exceed ``len(tokenizer) - 1``); -1 for an empty tokenizer."""
+    return max(tokenizer.get_vocab().values(), default=-1)
+
+
+def check_tokenizer_fits(tokenizer: Any, rows: int, *, what: str = "the source tokenizer",
+                         rows_from: str = "its input-embedding matrix") -> None:
+    """Refuse a tokenizer with ids past the model's last embedding row (PITFALLS 7): such an id has no row to copy
+    or keep, and on a GPU it crashes the model. A tokenizer smaller than the rows (padding) is fine. ``rows_from``
+    says where ``rows`` was read (the matrix, or config.json's vocab_size)."""
+    highest = highest_token_id(tokenizer)
+    if highest >= rows:
+        raise UserError(
+            f"{what} has {len(tokenizer):,} tokens with ids up to {highest:,}, but the model has only {rows:,} "
+            f"embedding rows ({rows_from}): ids {rows:,}..{highest:,} have no row. Give the tokenizer saved with "
+            f"this model, or first resize the model's embeddings to at least {highest + 1:,} rows "
+            f"(model.resize_token_embeddings({highest + 1}), then save_pretrained)"
+        )
 
 
 def _token_ids(tokenizer: Any) -> list[int]:
@@ -92,6 +117,7 @@ def plan_vocabulary(
     """
     if mode not in ("replace", "expand"):
         raise ValueError(f"mode must be 'replace' or 'expand', got {mode!r}")
+    check_tokenizer_fits(source_tokenizer, source_rows)
     if target_to_source is None:
         if mode == "expand":
             target_to_source = _expansion_map(source_tokenizer, target_tokenizer, source_rows)

@@ -26,7 +26,7 @@ from vocadapt.components.training.mtp import MultiTokenPrediction
 from vocadapt.components.training.objectives import Distillation, LaptObjective, objective_terms
 from vocadapt.components.training.settings import LaptSettings
 from vocadapt.components.training.strategies import (
-    Stage, add_lora, count_parameters, merge_lora, plan_stages, set_trainable, uses_lora)
+    NewRows, Stage, add_lora, count_parameters, merge_lora, plan_stages, set_trainable, uses_lora)
 from vocadapt.components.training.throughput import (
     compile_decoder_layers, detect_peak_flops, forward_flops_per_token, training_flops)
 
@@ -134,6 +134,26 @@ def _topology() -> tuple[int, int]:
 
 def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine_factory: EngineFactory,
                resume_from: Path | None) -> None:
+    new_rows = NewRows.install(run.lm, _expansion_ids(run.lm)) if stage.kind == "new-rows" else None
+    try:
+        _train_stage(run, index, stage, start, end, engine_factory, resume_from, new_rows)
+    finally:  # the trained rows go into the matrices, and the model has its usual layout again
+        if new_rows is not None:
+            new_rows.write_back()
+
+
+def _expansion_ids(lm: nn.Module) -> list[int]:
+    """Strategy ``new-rows``: the ids the expansion added, from the surgery's record."""
+    try:
+        return new_token_ids_of(lm)
+    except ValueError:
+        raise ValueError("strategy 'new-rows' trains the rows an expansion added, and this model has no record of "
+                         "an expansion (config.vocadapt_init with mode 'expand' and new_id_ranges); adapt it with "
+                         "init.mode expand, or use strategy 'embeddings' or 'full'") from None
+
+
+def _train_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine_factory: EngineFactory,
+                 resume_from: Path | None, new_rows: NewRows | None) -> None:
     extra = list(run.module.extra_head.parameters()) if isinstance(run.module, MultiTokenPrediction) else []
     params = set_trainable(run.lm, stage.kind, extra)
     run.trainable[stage.kind] = count_parameters(params)
@@ -144,6 +164,12 @@ def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine
                       run.settings.min_lr_ratio, run.settings.weight_decay, run.settings.max_grad_norm,
                       run.settings.grad_accumulation_steps)
     engine = engine_factory(run.module, params, spec)
+    if new_rows is not None and getattr(engine, "forward_needs_all_ranks", False):
+        engine.close()
+        new_rows.write_back(keep_rows=False)  # the matrices are partitioned now: nothing can be written into them
+        raise ValueError("strategy 'new-rows' writes the trained rows back into the embedding and head matrices, "
+                         "which ZeRO-3 partitions across ranks; use deepspeed.zero_stage 1 or 2 (the optimizer "
+                         "state is only the new rows anyway)")
     if resume_from is not None:
         engine.load(resume_from)
     run.stage_index = index

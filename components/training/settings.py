@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vocadapt.components.typed_settings import StrictSettings
 
-Strategy = Literal["full", "lora", "two-stage", "2x2-ls", "embeddings", "new-head"]
+Strategy = Literal["full", "lora", "two-stage", "2x2-ls", "embeddings", "new-head", "new-rows"]
 Objective = Literal["clm", "mtp", "distill", "clm+distill", "mtp+distill"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
@@ -32,7 +32,12 @@ class LaptSettings(StrictSettings):
         "with it what the source model can do, stays as it was: new tokens learn to be read and written); 'new-head' "
         "only the LM-head rows an expansion added (init.mode expand), fitted on the frozen model's hidden states over "
         "the token budget, `head_fit_passes` times (objective clm; learning_rate about 1e-2; `head_fit_untie` "
-        "gives a tied head its own rows first): the model learns to write its new tokens, and nothing else changes (components/training/head_fit.py).",
+        "gives a tied head its own rows first): the model learns to write its new tokens, and nothing else changes (components/training/head_fit.py); "
+        "'new-rows' only the input-embedding and LM-head rows an expansion added (init.mode expand), trained in the "
+        "loop by the objective (clm, distill or clm+distill; not ZeRO-3): the source rows and the body stay byte "
+        "for byte, the optimizer holds only the new rows, and on source-language text the source model's logits "
+        "over its own vocabulary are unchanged, its probabilities moving only by the new entries' share of the "
+        "softmax (components/training/strategies.py, NewRows).",
     )
     objective: Objective = Field(
         "clm", description="'clm' next-token loss; 'mtp' adds one extra head, initialised from the LM head, that "
@@ -179,6 +184,10 @@ class LaptSettings(StrictSettings):
         if self.strategy == "new-head" and self.objective != "clm":
             raise ValueError(f"strategy 'new-head' fits the new head rows with the next-token loss only; objective "
                              f"{self.objective!r} needs a trained body: set objective clm, or another strategy")
+        if self.strategy == "new-rows" and "mtp" in self.objective.split("+"):
+            raise ValueError(f"strategy 'new-rows' trains only the new embedding and head rows, and objective "
+                             f"{self.objective!r} also trains a whole extra head: set objective clm, distill or "
+                             "clm+distill, or another strategy")
         return self
 
     @property

@@ -8,6 +8,9 @@
 - ``2x2-ls``: the bottom two and top two transformer layers, plus embeddings and head (Remy et al. 2024).
 - ``new-head``: only the LM-head rows an expansion added, fitted on the frozen model's hidden states
   (``head_fit.py``; not a loop of optimizer steps over the model).
+- ``new-rows``: only the input-embedding and LM-head rows an expansion added, in the loop, by the configured
+  objective (:class:`NewRows`): the source rows and the body stay byte for byte, and the optimizer holds only the
+  new rows.
 
 With the ``mtp`` objective the extra prediction head is trained in every stage.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from vocadapt.components.training.settings import LaptSettings
@@ -24,7 +28,7 @@ from vocadapt.components.training.settings import LaptSettings
 
 @dataclass(frozen=True)
 class Stage:
-    kind: str  # full | lora | embeddings | 2x2-ls
+    kind: str  # full | lora | embeddings | 2x2-ls | new-head | new-rows
     steps: int
     learning_rate: float
     warmup_steps: int
@@ -35,7 +39,7 @@ def plan_stages(settings: LaptSettings, total_steps: int) -> list[Stage]:
     """The stages of a run, their step counts summing to ``total_steps``."""
     if settings.strategy != "two-stage":
         kind = {"full": "full", "lora": "lora", "2x2-ls": "2x2-ls", "embeddings": "embeddings",
-                "new-head": "new-head"}[settings.strategy]
+                "new-head": "new-head", "new-rows": "new-rows"}[settings.strategy]
         return [Stage(kind, total_steps, settings.learning_rate, settings.warmup_steps, settings.schedule)]
     if total_steps < 2:
         raise ValueError("the two-stage strategy needs at least 2 steps; raise max_steps or max_tokens")
@@ -95,6 +99,10 @@ def set_trainable(model: nn.Module, kind: str, extra: list[nn.Parameter] = ()) -
         chosen = [p for name, p in model.named_parameters() if "lora_" in name] + embedding_parameters(model)
     elif kind == "embeddings":
         chosen = embedding_parameters(model)
+    elif kind == "new-rows":
+        chosen = [p for name, p in model.named_parameters() if name.rsplit(".", 1)[-1] == NewRows.ATTRIBUTE]
+        if not chosen:
+            raise ValueError("stage kind 'new-rows' trains the rows NewRows.install added; install it first")
     elif kind == "2x2-ls":
         layers = transformer_layers(model)
         if len(layers) < 4:
@@ -126,3 +134,92 @@ def count_parameters(params) -> int:
 def merge_lora(model: nn.Module) -> nn.Module:
     """The plain transformers model with LoRA folded in (embeddings and head were trained in place)."""
     return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+
+
+class NewRows:
+    """Strategy ``new-rows``: during training, the input embedding and the LM head keep their matrices frozen and
+    read the rows an expansion added from small trainable ``[new, hidden]`` parameters instead.
+
+    - the input embedding's output at a new id is that id's row of ``embedding_rows`` (times the module's
+      ``embed_scale`` where it has one, as Gemma's scaled embedding does); at an old id it is the frozen row;
+    - the LM head's logits are the frozen matrix's, with the columns of the new ids replaced by
+      ``hidden @ head_rows.T`` (a head bias stays frozen, new entries included).
+
+    Both are forward hooks on the model's own modules, so nothing else changes: the slabbed losses call the head
+    module, DDP and DeepSpeed ZeRO-1/2 see ordinary parameters. A tied model has one block, registered on both
+    modules (it stays tied); an untied model has two, each started from its own matrix's rows. Only these blocks
+    receive gradients (each one a ``positions x new x hidden`` product, not the whole vocabulary's) and only they
+    reach the optimizer, so its state is ``[new, hidden]``-sized. The logits of old ids depend only on the frozen
+    rows and on hidden states the body computes from them: on text tokenized with source tokens only, they stay
+    byte-identical, and the source model's distribution over its own vocabulary moves only through the new
+    entries' share of the softmax. ``write_back()`` copies the trained rows into the matrices and removes the
+    hooks and blocks, leaving the model's usual layout (what checkpoints and the registry expect).
+
+    ZeRO-3 partitions the matrices, and writing rows back needs them whole: not supported (the loop refuses it).
+    """
+
+    ATTRIBUTE = "vocadapt_new_rows"  # the trainable block's name on each module (kept out of saved models)
+
+    def __init__(self, model: nn.Module, new_ids: list[int]) -> None:
+        base = base_causal_lm(model)
+        self.embedding, self.head = base.get_input_embeddings(), base.get_output_embeddings()
+        if self.head is None or not isinstance(self.head, nn.Linear) or not isinstance(self.embedding, nn.Embedding):
+            raise ValueError("strategy 'new-rows' needs an nn.Embedding input embedding and an nn.Linear LM head; "
+                             f"this model has {type(self.embedding).__name__} and {type(self.head).__name__}")
+        rows = self.embedding.weight.shape[0]
+        ids = sorted(set(new_ids))
+        if not ids:
+            raise ValueError("strategy 'new-rows' trains the rows an expansion added, and it added none")
+        if ids[0] < 0 or ids[-1] >= min(rows, self.head.weight.shape[0]):
+            raise ValueError(f"new token ids {ids[0]}..{ids[-1]} are outside the matrices' {rows} rows")
+        device = self.embedding.weight.device
+        self.new_ids = torch.tensor(ids, dtype=torch.long, device=device)
+        self.is_new = torch.zeros(rows, dtype=torch.bool, device=device)
+        self.is_new[self.new_ids] = True
+        self.column = torch.zeros(rows, dtype=torch.long, device=device)  # id -> its row in the block
+        self.column[self.new_ids] = torch.arange(len(ids), device=device)
+        self.tied = self.head.weight is self.embedding.weight
+        with torch.no_grad():
+            self.embedding_rows = nn.Parameter(self.embedding.weight[self.new_ids].clone())
+            self.head_rows = self.embedding_rows if self.tied else nn.Parameter(self.head.weight[self.new_ids].clone())
+        self.embedding.register_parameter(self.ATTRIBUTE, self.embedding_rows)
+        self.head.register_parameter(self.ATTRIBUTE, self.head_rows)
+        self.handles = [self.embedding.register_forward_hook(self._embed, with_kwargs=True),
+                        self.head.register_forward_hook(self._logits, with_kwargs=True)]
+
+    @classmethod
+    def install(cls, model: nn.Module, new_ids: list[int]) -> NewRows:
+        """Hooks and blocks on ``model``'s embedding and head, the blocks started from the new ids' rows."""
+        return cls(model, new_ids)
+
+    @property
+    def parameters(self) -> list[nn.Parameter]:
+        """The trainable blocks: one (tied) or two (untied), each ``[new, hidden]``."""
+        return [self.embedding_rows] if self.tied else [self.embedding_rows, self.head_rows]
+
+    def _embed(self, module: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor:
+        ids = args[0] if args else kwargs["input"]
+        new = F.embedding(self.column.to(ids.device)[ids], self.embedding_rows)
+        scale = getattr(module, "embed_scale", None)
+        if scale is not None:
+            new = new * scale.to(new.dtype)
+        return torch.where(self.is_new.to(ids.device)[ids].unsqueeze(-1), new.to(output.dtype), output)
+
+    def _logits(self, module: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor:
+        hidden = args[0] if args else kwargs["input"]
+        bias = module.bias[self.new_ids.to(output.device)] if module.bias is not None else None
+        new = F.linear(hidden, self.head_rows.to(hidden.dtype), bias)
+        return output.index_copy(-1, self.new_ids.to(output.device), new.to(output.dtype))
+
+    @torch.no_grad()
+    def write_back(self, keep_rows: bool = True) -> None:
+        """The trained rows into the matrices (``keep_rows``; else they are dropped); hooks and blocks removed.
+        A second call does nothing."""
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+        for module, rows in ((self.embedding, self.embedding_rows), (self.head, self.head_rows)):
+            if self.ATTRIBUTE in module._parameters:
+                if keep_rows:
+                    module.weight[self.new_ids.to(module.weight.device)] = rows.detach().to(module.weight.dtype)
+                del module._parameters[self.ATTRIBUTE]

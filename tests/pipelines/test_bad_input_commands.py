@@ -41,6 +41,18 @@ def _existing_out(w: World, cwd: Path) -> None:
     (cwd / "out" / "keep.txt").write_text("mine")
 
 
+def _tokenizer_past_the_rows(w: World, cwd: Path) -> None:
+    """``cwd/grown``: the tiny model whose tokenizer got 20 added tokens without resizing the embedding."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    shutil.copytree(w.model, cwd / "grown")
+    tokenizer = AutoTokenizer.from_pretrained(str(cwd / "grown"))
+    tokenizer.add_tokens([f"<extra_{index}>" for index in range(20)])
+    tokenizer.save_pretrained(str(cwd / "grown"))
+
+
 EXPAND = ("tokenizer", "expand", "--source", "{w.model}", "--target", "{w.target_tokenizer}", "--out", "{cwd}/out")
 
 
@@ -78,6 +90,8 @@ CASES = [
     Case("adapt missing pretrained tokenizer", adapt(**{"tokenizer.pretrained": "{cwd}/no-tok"}),
          ("tokenizer.pretrained", "no-tok")),
     Case("adapt existing output folder", adapt(), ("name", "already exists", "--overwrite"), _existing_output),
+    Case("adapt tokenizer larger than the embedding", adapt(**{"source.model": "{cwd}/grown"}),
+         ("source.model", "grown", "embedding rows", "resize_token_embeddings"), _tokenizer_past_the_rows),
     Case("adapt config file missing", cli("adapt", "{cwd}/missing.yaml"), ("missing.yaml", "does not exist")),
     Case("adapt config file not YAML", cli("adapt", "{w.bad_yaml}"), ("{w.bad_yaml}", "YAML")),
     # config: the same checks as adapt, files with --check-files
@@ -98,6 +112,9 @@ CASES = [
                                               "{cwd}/no-tok", "--method", "fvt", "--out", "{cwd}/out"),
          ("--target-tokenizer", "no-tok")),
     Case("init existing --out", cli(*INIT, "--method", "fvt"), ("--out", "--overwrite"), _existing_out),
+    Case("init tokenizer larger than the embedding", cli("init", "--source-model", "{cwd}/grown", "--target-tokenizer",
+                                                         "{w.target_tokenizer}", "--out", "{cwd}/out", "--method", "fvt"),
+         ("embedding rows", "resize_token_embeddings"), _tokenizer_past_the_rows),
     # lapt
     Case("lapt missing model", lapt("--model", "{cwd}/no-model"), ("no-model", "--model")),
     Case("lapt no budget", lapt("--set", "lapt.max_steps=0", "--model", "{w.model}"), ("lapt.max_steps",)),
