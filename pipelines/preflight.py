@@ -12,6 +12,9 @@ Two levels:
   non-empty, UTF-8, naming the file and line of a bad byte, enough lines, in the right language, then the
   great-expectations suite).
 
+Last, the out-of-domain text the bits-per-byte gates read is checked against the training text (exact and
+near-duplicate paragraphs refuse the run: ``check_out_of_domain_unseen``).
+
 Each problem is a ``UserError`` naming the field and the fix.
 """
 
@@ -75,6 +78,7 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     if any(method.needs_helper for method in methods.values()):
         check_helper_files(config.init.helper)
     checked.expectations = check_corpora(config, inputs, console or Console(), cache)
+    check_out_of_domain_unseen(config, inputs, console or Console())
     if inputs.target_tokenizer:
         checked.pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
     return checked
@@ -228,6 +232,51 @@ def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Con
                   f"{len(splits)} corpora ({results['seconds']:.1f} s)", highlight=False)
     raise_for_failed_expectations(results)
     return results
+
+
+def check_out_of_domain_unseen(config: ExperimentConfig, inputs: ResolvedInputs, console: Console) -> None:
+    """The out-of-domain text the bits-per-byte gates read must be text no training saw: each of its paragraphs
+    is compared with every paragraph of the training text (the corpus training files, which the tokenizer trains
+    on too, and ``lapt.train_files``), exact after normalising case, whitespace and punctuation, and by character
+    5-gram Jaccard (``evaluation.out_of_domain_max_jaccard``; ``components/corpora/overlap.py``). Any overlap
+    refuses the run. Hugging Face ``lapt.datasets`` and a ``tokenizer.pretrained``'s training text cannot be
+    read here: a note says so."""
+    from vocadapt.components.corpora.overlap import find_overlaps
+    from vocadapt.platform.out_of_domain import out_of_domain_for_config
+
+    if config.evaluation.side_by_side_items == 0:
+        return  # nothing is scored out of domain
+    documents = out_of_domain_for_config(config)
+    if not documents:
+        return
+    files = list(dict.fromkeys([*inputs.target_train, *inputs.source_train,
+                                *(Path(name) for names in ((config.lapt.train_files or {}).values()
+                                                           if config.lapt.runs else ()) for name in names)]))
+    paragraphs = [(stream, text) for stream, texts in documents.items() for text in texts]
+
+    def training():
+        for path in files:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                yield str(path), (line.rstrip("\n") for line in handle)
+
+    matches = find_overlaps([text for _, text in paragraphs], training(),
+                            threshold=config.evaluation.out_of_domain_max_jaccard)
+    unchecked = [what for what, present in (("lapt.datasets", config.lapt.runs and config.lapt.datasets),
+                                            ("tokenizer.pretrained's training text", inputs.target_tokenizer))
+                 if present]
+    console.print(f"  out-of-domain text: {len(paragraphs)} paragraphs against {len(files)} training files, "
+                  f"{len(matches)} overlapping" + (f" (not checked: {', '.join(unchecked)})" if unchecked else ""),
+                  highlight=False)
+    if matches:
+        shown = "\n".join(
+            f"  - {paragraphs[m.evaluation_index][0]} paragraph {m.evaluation_text[:70]!r} "
+            f"{'equals' if m.exact else f'nearly duplicates (Jaccard {m.jaccard:.2f})'} {m.training_source} line "
+            f"{m.training_line}: {m.training_text[:70]!r}" for m in matches[:5])
+        more = f"\n  ... and {len(matches) - 5} more" if len(matches) > 5 else ""
+        raise UserError(
+            f"the out-of-domain text overlaps the training text in {len(matches)} paragraph(s), so the "
+            f"bits-per-byte gates would not measure unseen text:\n{shown}{more}\nRemove those paragraphs from the "
+            "training files, or declare other text in evaluation.out_of_domain_text.<language>")
 
 
 def corpus_expectations(config: ExperimentConfig, splits) -> dict[str, Any]:

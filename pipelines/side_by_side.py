@@ -14,8 +14,12 @@ What ``adapt`` logs so the registry's promotion gates can judge the promise (sam
   for the same generated characters. ``tokens_per_character`` also moves with *what* a model writes (a candidate
   that copies more of the English sentence writes cheaper characters without using a new token); this one compares
   tokenizations of one text, so only the new tokens the model chose can raise it;
-- ``bpb_ood_target`` / ``bpb_ood_source``: bits per byte on out-of-domain text (Debian fortunes), which no model
-  trained on (:mod:`platform.out_of_domain`).
+- ``bpb_ood_target`` / ``bpb_ood_source``: bits per byte on out-of-domain text (``evaluation.out_of_domain_text``,
+  Debian's fortunes by default), which no model trained on (:mod:`platform.out_of_domain`; the run is refused
+  before any work when it overlaps the training text): what the default bits-per-byte promotion gates read.
+
+``score_model(..., item_parts=...)`` also returns each gated measure's per-item parts, which ``adapt`` logs as
+``gates/items.json`` so ``vocadapt promote`` bootstraps the gates' intervals without scoring again.
 
 The source model's values carry the ``source_model.`` prefix. Items are built once from held-out data and a seed:
 same data and seed, same items.
@@ -131,8 +135,9 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
 def items_for_config(config, inputs) -> SideBySideItems | None:
     """The items an ``adapt`` run scores (None with ``evaluation.side_by_side_items: 0``): cloze from the target
     validation text, translation from the embedded parallel test split (one shot from its validation split) when
-    the corpora are the embedded ones, out-of-domain text where Debian has fortunes in both languages."""
-    from vocadapt.platform.out_of_domain import SOURCES, out_of_domain_documents
+    the corpora are the embedded ones, out-of-domain text as ``evaluation.out_of_domain_text`` declares it (the
+    fortunes where Debian has them)."""
+    from vocadapt.platform.out_of_domain import out_of_domain_for_config
     from vocadapt.platform.sources import read_documents
 
     evaluation = config.evaluation
@@ -146,10 +151,7 @@ def items_for_config(config, inputs) -> SideBySideItems | None:
 
         assets = load_assets(languages=(language,))
         parallel_test, parallel_shots = assets.parallel(language, "test"), assets.parallel(language, "validation")
-    out_of_domain = {}
-    if evaluation.out_of_domain and language in SOURCES and english in SOURCES:
-        out_of_domain = {stream: out_of_domain_documents(lang, limit=evaluation.max_documents, seed=config.seed)
-                         for stream, lang in (("target", language), ("source", english))}
+    out_of_domain = out_of_domain_for_config(config)  # evaluation.out_of_domain_text, else the fortunes
     return build_items(language=language, source_language=english, documents=documents,
                        parallel_test=parallel_test, parallel_shots=parallel_shots,
                        items=evaluation.side_by_side_items, seed=config.seed, out_of_domain=out_of_domain,

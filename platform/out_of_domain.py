@@ -9,6 +9,10 @@ quotes and sayings, the inoffensive set) are prose of another register and era, 
 ``out_of_domain_documents(lang)`` returns up to ``limit`` cookies (attribution lines dropped, one paragraph each, at
 least ``min_words`` words, labelled as the language by fastText's lid), in a seeded order; the files are built once
 under ``<vocadapt home>/out-of-domain/<lang>.txt``.
+
+Which text a run scores is declared per language (``evaluation.out_of_domain_text``): the fortunes, or files from
+another source. :func:`out_of_domain_for_config` resolves it for the target and source language;
+``pipelines/preflight.py`` refuses a run whose out-of-domain paragraphs overlap its training text.
 """
 
 from __future__ import annotations
@@ -39,6 +43,58 @@ def out_of_domain_documents(lang: str, *, limit: int = 256, min_words: int = 8, 
     """Up to ``limit`` out-of-domain paragraphs in ``lang`` (see the module doc); UserError when unavailable."""
     path = out_of_domain_file(lang, home=home)
     documents = [line for line in path.read_text(encoding="utf-8").splitlines() if len(line.split()) >= min_words]
+    random.Random(seed).shuffle(documents)
+    return documents[:limit]
+
+
+def declared_source(evaluation, lang: str) -> str | list[str] | None:
+    """What ``evaluation.out_of_domain_text`` declares for ``lang``: "fortunes", a list of files, or None (no
+    out-of-domain text: undeclared and Debian has no fortunes in it)."""
+    declared = evaluation.out_of_domain_text.get(lang)
+    if declared is not None:
+        return declared
+    return "fortunes" if lang in SOURCES else None
+
+
+def out_of_domain_for_config(config) -> dict[str, list[str]]:
+    """{"target": paragraphs, "source": paragraphs} the run scores out of domain, for each stream whose language
+    has out-of-domain text ({} with ``evaluation.out_of_domain: false``); UserError for unusable declarations."""
+    evaluation = config.evaluation
+    if not evaluation.out_of_domain:
+        return {}
+    documents = {}
+    for stream, lang in (("target", config.target.language), ("source", config.target.source_language)):
+        source = declared_source(evaluation, lang)
+        if source is None:
+            continue
+        if source == "fortunes":
+            if lang not in SOURCES:
+                raise UserError(f"evaluation.out_of_domain_text.{lang}: Debian has no fortunes in {lang!r} (only "
+                                f"{', '.join(sorted(SOURCES))}); list files of {lang} text from a source no "
+                                "training saw instead")
+            documents[stream] = out_of_domain_documents(lang, limit=evaluation.max_documents, seed=config.seed)
+        else:
+            documents[stream] = _documents_from_files(source, lang, limit=evaluation.max_documents, seed=config.seed)
+    return documents
+
+
+def _documents_from_files(files: list[str], lang: str, *, limit: int, seed: int) -> list[str]:
+    missing = [name for name in files if not Path(name).is_file()]
+    if missing or not files:
+        raise UserError(f"evaluation.out_of_domain_text.{lang}: {missing or 'no files'} "
+                        f"{'do not exist' if missing else 'given'}; list existing text files (one paragraph per "
+                        "line), or 'fortunes'")
+    documents = []
+    for name in files:
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise UserError(f"evaluation.out_of_domain_text.{lang}: {name} is not UTF-8 text ({error.reason} at "
+                            f"byte {error.start}); convert it to UTF-8") from error
+        documents.extend(line.strip() for line in text.splitlines() if line.strip())
+    if not documents:
+        raise UserError(f"evaluation.out_of_domain_text.{lang}: {', '.join(files)} hold no text; give paragraphs, "
+                        "one per line")
     random.Random(seed).shuffle(documents)
     return documents[:limit]
 

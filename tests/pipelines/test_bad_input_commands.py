@@ -92,6 +92,10 @@ CASES = [
     Case("adapt existing output folder", adapt(), ("name", "already exists", "--overwrite"), _existing_output),
     Case("adapt tokenizer larger than the embedding", adapt(**{"source.model": "{cwd}/grown"}),
          ("source.model", "grown", "embedding rows", "resize_token_embeddings"), _tokenizer_past_the_rows),
+    Case("adapt out-of-domain text seen in training",
+         adapt(**{"evaluation.out_of_domain": "true", "evaluation.out_of_domain_text":
+                  "{{it: [{w.corpora[it.train]}], en: [{w.corpora[en.validation]}]}}"}),
+         ("out-of-domain text overlaps the training text", "equals", "evaluation.out_of_domain_text")),
     Case("adapt config file missing", cli("adapt", "{cwd}/missing.yaml"), ("missing.yaml", "does not exist")),
     Case("adapt config file not YAML", cli("adapt", "{w.bad_yaml}"), ("{w.bad_yaml}", "YAML")),
     # config: the same checks as adapt, files with --check-files
