@@ -382,6 +382,10 @@ def _adapt_one_method(
         outcome.bits_per_byte.update(after)
         tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
         shutil.rmtree(initial_dir, ignore_errors=True)
+    if config.merge.method != "none":  # ElChat: back into the chat model; what follows sees the merged model
+        from vocadapt.pipelines.merge_step import merge_into_chat_model
+
+        merge_into_chat_model(config, outcome, inputs.source_model, held_out, tracker, run_id, console, account)
     if side_by_side is not None:
         with measure_stage(config, "evaluation") as reading:
             outcome.side_by_side = _score_side_by_side(outcome.model_dir, source_tokenizer, side_by_side)
