@@ -3,6 +3,30 @@
 Each gate states its own margin, absolute (in the metric's units) or relative (a fraction of the source model's
 value), because the measures do not share a scale: accuracy is 0-1, chrF 0-100, bits per byte about 1-6, tokens per
 word about 1-3. Pure checks over logged metrics; ``platform/registry.py`` reads the metrics and moves the alias.
+
+**Out of domain.** The default bits-per-byte gates read ``bpb_ood_target`` / ``bpb_ood_source``: bits per byte on
+text from a source no training stream and no tokenizer training saw (``evaluation.out_of_domain_text``, Debian's
+fortunes by default; ``adapt`` refuses a run whose out-of-domain text overlaps its training text). A held-out split
+of the training corpora flatters an adapted model; it stays logged (``bpb_target_after_lapt``...) as a diagnostic,
+and ``bpb_text: held_out`` gates on it instead (an old run without out-of-domain metrics can only be judged so).
+
+**Noise.** Each gate reports its estimate with a 95% interval from a paired bootstrap over the documents or items
+both models were scored on (``components/evaluation/bootstrap.py``; the per-item parts are the run's
+``gates/items.json``), and its rule says what it requires of the interval. With ``d`` = candidate - source and
+``a`` the margin in metric units:
+
+- lower is better (bits per byte: ``d <= a``; fewer tokens: ``d <= -a``): **pass** when the interval's upper end
+  meets the bound (the candidate is shown to be within the margin); **undecided** when only the point estimate
+  does (inside its noise: not promoted); **fail** otherwise;
+- higher is better (benchmarks, ``d >= -a``): **pass** unless the whole interval lies below ``-a`` (the candidate
+  is not worse than the source beyond its interval); **fail** when it does. This rule is lenient on few items: a
+  candidate whose point estimate is below ``-a`` passes while its interval still reaches ``-a``;
+- an absolute floor on one model's measure (same-text token saving ``>= a``): **pass** when the interval's lower end
+  meets it, **undecided** when only the estimate does.
+
+A gate whose per-item parts were not logged (a run from before ``gates/items.json``, or scores from ``vocadapt
+evaluate``) has no interval: undecided where its estimate passes, unless ``require_intervals: false`` (then judged
+on the point estimate). lm-eval scores with a ``_stderr`` get a normal interval from both standard errors instead.
 """
 
 from __future__ import annotations
@@ -13,6 +37,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from vocadapt.components.evaluation.bootstrap import (
+    DEFAULT_RESAMPLES, Interval, ItemParts, bootstrap_interval, paired_bootstrap,
+)
 from vocadapt.platform.config_sections import Section
 
 
@@ -79,22 +106,43 @@ class PromotionGates(Section):
     pipeline (``source_model.*``)."""
 
     target_bpb: Margin = Field(
-        default_factory=lambda: _relative(0.0), description="Target-language bits per byte may exceed the source "
-        "model's by at most this margin (relative 0: no worse than the source)."
+        default_factory=lambda: _relative(0.0), description="Target-language bits per byte on out-of-domain text "
+        "(bpb_ood_target; see bpb_text) may exceed the source model's by at most this margin (relative 0: no "
+        "worse than the source). Rule: the upper end of the 95% interval of candidate - source (documents "
+        "resampled, both models on the same ones) is at most the margin; undecided when only the estimate is."
     )
     source_bpb: Margin = Field(
-        default_factory=lambda: _relative(0.25), description="Source-language (English) bits per byte may exceed "
-        "the source model's by at most this margin (the forgetting check)."
+        default_factory=lambda: _relative(0.25), description="Source-language (English) bits per byte on "
+        "out-of-domain text (bpb_ood_source) may exceed the source model's by at most this margin (the "
+        "forgetting check). Rule as target_bpb."
     )
+    bpb_text: Literal["out_of_domain", "held_out"] = Field(
+        "out_of_domain", description="Which text the bits-per-byte gates read: 'out_of_domain' (bpb_ood_*, text "
+        "no training saw: evaluation.out_of_domain_text) or 'held_out' (bpb_*_after_lapt, else _zero_shot: the "
+        "training corpora's held-out split, which flatters an adapted model; for runs that predate out-of-domain "
+        "metrics). No per-document parts are logged for the held-out split: judge it with require_intervals "
+        "false."
+    )
+    require_intervals: bool = Field(
+        True, description="A gate without an interval (no per-item parts in the run's gates/items.json, no "
+        "standard errors) is undecided, not passed. false: such a gate is judged on its point estimate."
+    )
+    bootstrap_resamples: int = Field(
+        DEFAULT_RESAMPLES, ge=100, description="Resamples of the paired bootstrap behind each gate's 95% interval."
+    )
+    bootstrap_seed: int = Field(0, description="Seed of the bootstrap's draws: same items and seed, same intervals.")
     target_fertility_reduction: Margin = Field(
         default_factory=lambda: _relative(0.10), description="Target-language tokens per word must be lower with "
-        "the target tokenizer than with the source tokenizer by at least this much (relative: a fraction, < 1)."
+        "the target tokenizer than with the source tokenizer by at least this much (relative: a fraction, < 1). "
+        "Rule: the upper end of the interval of target - source tokens per word (held-out documents resampled) "
+        "is at most minus the margin."
     )
     generated_tokens_per_character: Margin = Field(
         default_factory=lambda: _relative(0.10), description="The candidate's generations on the evaluation "
         "prompts must take at least this much fewer tokens per character than the source model's (relative 0.10: "
         "10% fewer; metric generation.tokens_per_character, logged by `vocadapt evaluate`). Deterministic: counts, "
-        "no clock. A vocabulary that is shorter on the corpus but never used when generating fails it."
+        "no clock. A vocabulary that is shorter on the corpus but never used when generating fails it. Rule: the "
+        "upper end of the interval of candidate - source (prompts resampled) is at most minus the margin."
     )
     generated_token_saving: Margin = Field(
         default_factory=lambda: _absolute(0.10), description="The candidate's generations must take at least this "
@@ -102,14 +150,17 @@ class PromotionGates(Section):
         "metric generation.same_text_token_saving, logged by `vocadapt adapt` and `vocadapt evaluate`). Tokens per "
         "character also move with *what* a model writes (copying more of an English prompt is cheaper per "
         "character): this one compares two tokenizations of one text, so only the new tokens the model chose to "
-        "write pass it. Deterministic: counts, no clock."
+        "write pass it. Deterministic: counts, no clock. Rule: the lower end of its interval (prompts "
+        "resampled) is at least the margin."
     )
     benchmarks: dict[str, Margin] = Field(
         default_factory=lambda: {key: _absolute(value) for key, value in DEFAULT_BENCHMARK_MARGINS.items()},
         description="How far each benchmark score (metric benchmark.<task>.<measure>, higher is better) may fall "
         "below the source model's (source_model.benchmark.<task>.<measure>), keyed by '<task>.<measure>' or by "
         "'<measure>' (acc, acc_bytes, chrf; the task's own key wins). A given mapping replaces the defaults "
-        "(acc, acc_norm, acc_bytes: 0.02 absolute; chrf: 1.0 absolute). A benchmark without a margin fails.",
+        "(acc, acc_norm, acc_bytes: 0.02 absolute; chrf: 1.0 absolute). A benchmark without a margin fails. "
+        "Rule: the candidate is not worse than the source beyond its interval: the upper end of the 95% interval "
+        "of candidate - source (items resampled; chrF from sacrebleu's statistics) is at least minus the margin.",
     )
     require_benchmarks: bool = Field(
         False, description="Refuse when no benchmark scores were logged (otherwise that gate is skipped)."
@@ -149,6 +200,10 @@ class PromotionGates(Section):
 
 @dataclass
 class GateResult:
+    """One gate's decision. ``difference``: candidate - source (or the measure itself for a floor on one
+    model's measure), with ``interval`` its 95% interval; ``bound``: what the rule compares it with. ``verdict``:
+    pass, fail or undecided (the estimate passes inside its noise); only pass counts as passed."""
+
     gate: str
     measured: float | None
     threshold: float | None
@@ -156,10 +211,20 @@ class GateResult:
     detail: str
     reference: float | None = None
     margin: str = ""
+    verdict: str = ""
+    difference: float | None = None
+    interval: Interval | None = None
+    bound: float | None = None
+
+    def __post_init__(self) -> None:
+        self.verdict = self.verdict or ("pass" if self.passed else "fail")
 
     def as_dict(self) -> dict[str, Any]:
         return {"gate": self.gate, "measured": self.measured, "reference": self.reference, "margin": self.margin,
-                "threshold": self.threshold, "passed": self.passed, "detail": self.detail}
+                "threshold": self.threshold, "passed": self.passed, "verdict": self.verdict,
+                "difference": self.difference, "bound": self.bound,
+                "interval": [self.interval.low, self.interval.high] if self.interval else None,
+                "detail": self.detail}
 
 
 @dataclass
@@ -184,55 +249,133 @@ def _first(metrics: Mapping[str, float], *keys: str) -> tuple[str, float | None]
     return keys[0], None
 
 
-def _gate(gate: str, metrics: Mapping[str, float], measured_key: str, reference_key: str, margin: Margin, *,
-          direction: Literal["at_most_plus", "at_most_minus", "at_least_minus"]) -> GateResult:
-    """Compare ``measured_key`` with ``reference_key`` moved by the margin.
+Direction = Literal["at_most_plus", "at_most_minus", "at_least_minus"]
 
-    at_most_plus: measured <= reference + margin (no worse, lower is better); at_most_minus: measured <= reference
-    - margin (at least that much lower); at_least_minus: measured >= reference - margin (higher is better).
+
+def _difference_interval(measured_key: str, reference_key: str, metrics: Mapping[str, float],
+                         items: Mapping[str, ItemParts], gates: PromotionGates) -> tuple[Interval | None, str]:
+    """The 95% interval of measured - reference: a paired bootstrap of the logged items, else a normal interval
+    from lm-eval's standard errors, else None; with how it was made, in words."""
+    if measured_key in items and reference_key in items:
+        try:
+            interval = paired_bootstrap(items[measured_key], items[reference_key],
+                                        resamples=gates.bootstrap_resamples, seed=gates.bootstrap_seed)
+        except ValueError as error:
+            return None, f"no interval ({error})"
+        return interval, f"paired bootstrap over {interval.items} items, {interval.resamples} resamples"
+    errors = metrics.get(f"{measured_key}_stderr"), metrics.get(f"{reference_key}_stderr")
+    if None not in errors:
+        spread = 1.96 * (errors[0] ** 2 + errors[1] ** 2) ** 0.5
+        difference = metrics[measured_key] - metrics[reference_key]
+        return Interval(difference, difference - spread, difference + spread, 0, 0), \
+            "normal interval from both standard errors (unpaired)"
+    return None, "no per-item parts logged (gates/items.json)"
+
+
+def _verdict(point_ok: bool, interval_ok: bool | None, gates: PromotionGates, *, lenient: bool = False) -> str:
+    """pass / fail / undecided from the point estimate and (when there is one) the interval; see the module doc."""
+    if interval_ok is None:  # no interval
+        if not gates.require_intervals:
+            return "pass" if point_ok else "fail"
+        return "undecided" if point_ok else "fail"
+    if interval_ok:
+        return "pass"
+    return "fail" if lenient or not point_ok else "undecided"
+
+
+def _gate(gate: str, metrics: Mapping[str, float], measured_key: str, reference_key: str, margin: Margin, *,
+          direction: Direction, items: Mapping[str, ItemParts] | None = None,
+          gates: PromotionGates | None = None, missing_hint: str = "") -> GateResult:
+    """Compare ``measured_key`` with ``reference_key`` moved by the margin, on the estimate and its interval.
+
+    With d = measured - reference and a the margin: at_most_plus: d <= a (no worse, lower is better); at_most_minus:
+    d <= -a (at least that much lower); at_least_minus: d >= -a (higher is better). The rule on the interval is
+    the module doc's.
     """
+    gates = gates or PromotionGates()
+    items = items or {}
     measured, reference = metrics.get(measured_key), metrics.get(reference_key)
+    if measured_key in items and reference_key in items:  # the items' own sums: the estimate their interval is of
+        measured, reference = float(items[measured_key].value()), float(items[reference_key].value())
     if measured is None or reference is None:
         missing = [k for k, v in ((measured_key, measured), (reference_key, reference)) if v is None]
-        return GateResult(gate, measured, None, False, f"not measured: metric {missing} missing", reference,
-                          margin.describe())
+        return GateResult(gate, measured, None, False, f"not measured: metric {missing} missing{missing_hint}",
+                          reference, margin.describe())
     sign = "+" if direction == "at_most_plus" else "-"
-    threshold = reference + margin.allowance(reference) * (1 if sign == "+" else -1)
-    rule = ">=" if direction == "at_least_minus" else "<="
-    passed = measured >= threshold if rule == ">=" else measured <= threshold
-    return GateResult(gate, measured, threshold, passed, f"{measured_key} {rule} {reference_key} {sign} margin",
-                      reference, margin.describe())
+    allowance = margin.allowance(reference)
+    bound = allowance if sign == "+" else -allowance
+    threshold = reference + bound
+    difference = measured - reference
+    interval, how = _difference_interval(measured_key, reference_key, metrics, items, gates)
+    if direction == "at_least_minus":
+        point_ok = difference >= bound
+        interval_ok = None if interval is None else interval.high >= bound
+        rule = (f"{measured_key} - {reference_key} >= -margin ({bound:+.4g}): the upper end of its 95% interval "
+                "must reach it (not worse beyond its noise)")
+    else:
+        point_ok = difference <= bound
+        interval_ok = None if interval is None else interval.high <= bound
+        rule = (f"{measured_key} - {reference_key} <= {sign}margin ({bound:+.4g}): the upper end of its 95% "
+                "interval must meet it")
+    verdict = _verdict(point_ok, interval_ok, gates, lenient=direction == "at_least_minus")
+    return GateResult(gate, measured, threshold, verdict == "pass", f"{rule}; {how}", reference, margin.describe(),
+                      verdict, difference, interval, bound)
 
 
-def _at_least(gate: str, metrics: Mapping[str, float], key: str, margin: Margin) -> GateResult:
-    """``key`` >= the margin itself: a measure that is already relative to the source (no source value to move)."""
+def _at_least(gate: str, metrics: Mapping[str, float], key: str, margin: Margin,
+              items: Mapping[str, ItemParts] | None = None, gates: PromotionGates | None = None) -> GateResult:
+    """``key`` >= the margin itself: a measure that is already relative to the source (no source value to move);
+    the lower end of its interval must meet it."""
+    gates = gates or PromotionGates()
     measured, threshold = metrics.get(key), margin.allowance(0.0)
-    if measured is None:
+    if measured is None and key not in (items or {}):
         return GateResult(gate, None, threshold, False, f"not measured: metric ['{key}'] missing", None,
                           margin.describe())
-    return GateResult(gate, measured, threshold, measured >= threshold, f"{key} >= margin", None, margin.describe())
+    interval, how = None, "no per-item parts logged (gates/items.json)"
+    if items and key in items:
+        measured = float(items[key].value())
+        interval = bootstrap_interval(items[key], resamples=gates.bootstrap_resamples, seed=gates.bootstrap_seed)
+        how = f"bootstrap over {interval.items} items, {interval.resamples} resamples"
+    verdict = _verdict(measured >= threshold, None if interval is None else interval.low >= threshold, gates)
+    return GateResult(gate, measured, threshold, verdict == "pass",
+                      f"{key} >= margin ({threshold:.4g}): the lower end of its 95% interval must meet it; {how}",
+                      None, margin.describe(), verdict, measured, interval, threshold)
 
 
-def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language: str) -> list[GateResult]:
-    """Check ``gates`` against a version's metrics (its run's, plus its parent run's). Missing metrics fail."""
+def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language: str,
+                   items: Mapping[str, ItemParts] | None = None) -> list[GateResult]:
+    """Check ``gates`` against a version's metrics (its run's, plus its parent run's) and, for the intervals, the
+    per-item parts logged with them (``gates/items.json``: candidate's under the metric's name, the source
+    model's under ``source_model.``). Missing metrics fail."""
+    items = items or {}
     results = []
     for stream, margin, name in (("target", gates.target_bpb, "target bits per byte"),
                                  ("source", gates.source_bpb, "source-language bits per byte")):
-        key, _ = _first(metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
-        results.append(_gate(name, metrics, key, f"source_model.bpb_{stream}", margin, direction="at_most_plus"))
+        if gates.bpb_text == "out_of_domain":
+            results.append(_gate(
+                name, metrics, f"bpb_ood_{stream}", f"source_model.bpb_ood_{stream}", margin,
+                direction="at_most_plus", items=items, gates=gates,
+                missing_hint=" (no out-of-domain text for this language: declare evaluation.out_of_domain_text; "
+                "a run from before out-of-domain gates: judge its held-out split with a --gates file setting "
+                "bpb_text: held_out and require_intervals: false)"))
+        else:
+            key, _ = _first(metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
+            results.append(_gate(name, metrics, key, f"source_model.bpb_{stream}", margin,
+                                 direction="at_most_plus", items=items, gates=gates))
     results.append(_gate("target fertility", metrics, f"fertility.target_tokenizer.{language}.tokens_per_word",
                          f"fertility.source_tokenizer.{language}.tokens_per_word", gates.target_fertility_reduction,
-                         direction="at_most_minus"))
+                         direction="at_most_minus", items=items, gates=gates))
     results.append(_gate("generated tokens per character", metrics, "generation.tokens_per_character",
                          "source_model.generation.tokens_per_character", gates.generated_tokens_per_character,
-                         direction="at_most_minus"))
+                         direction="at_most_minus", items=items, gates=gates))
     results.append(_at_least("generated tokens saved on the same text", metrics, "generation.same_text_token_saving",
-                             gates.generated_token_saving))
-    results.extend(_benchmark_gates(metrics, gates))
+                             gates.generated_token_saving, items, gates))
+    results.extend(_benchmark_gates(metrics, gates, items))
     return results
 
 
-def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates) -> list[GateResult]:
+def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates,
+                     items: Mapping[str, ItemParts] | None = None) -> list[GateResult]:
     scores = {key: value for key, value in metrics.items()
               if key.startswith("benchmark.") and not key.endswith("_stderr")}
     if not scores:
@@ -247,28 +390,39 @@ def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates) -> lis
             results.append(GateResult(key, score, None, False, f"no margin declared: add promotion.benchmarks."
                                       f"{measure}: {{absolute: X}} or {{relative: X}} to the gates"))
             continue
-        results.append(_gate(key, metrics, key, f"source_model.{key}", margin, direction="at_least_minus"))
+        results.append(_gate(key, metrics, key, f"source_model.{key}", margin, direction="at_least_minus",
+                             items=items, gates=gates))
     return results
 
 
 def gate_table(decision: PromotionDecision):
-    """The gates for the console: each gate's measured value, the source model's, its margin with its kind (rel: a
-    fraction of the source's value, abs: in the metric's units), the threshold they make and the verdict; then each
-    gate's rule, under the table so the table fits 80 columns."""
+    """The gates for the console: each gate's difference (candidate - source; the measure itself for a floor) with
+    its 95% interval, the bound the rule compares it with, and the verdict (undecided: passes on its estimate,
+    inside its noise); under the table, each gate's measured and source values, margin (rel = a fraction of the
+    source's value, abs = in the metric's units) and rule, so the table fits 80 columns."""
+    from rich import box
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     verdict = "[green]accepted[/]" if decision.accepted else "[red]refused[/]"
     table = Table(title=f"{decision.name} version {decision.version} -> @{decision.alias}: {verdict}",
-                  caption="margin: rel = fraction of the source model's value, abs = in the metric's units")
-    for column, justify in (("gate", "left"), ("measured", "right"), ("source", "right"), ("margin", "right"),
-                            ("threshold", "right"), ("result", "left")):
-        table.add_column(column, justify=justify, no_wrap=column != "gate")
-    number = lambda value: "-" if value is None else f"{value:.4f}"  # noqa: E731
+                  box=box.SIMPLE_HEAD, caption="diff: candidate - source (the measure itself for a floor), with its "
+                  "95% interval from a paired bootstrap")
+    table.add_column("gate", min_width=24)
+    for column in ("diff [95% interval]", "bound", "result"):
+        table.add_column(column, justify="left" if column == "result" else "right", no_wrap=True)
+    number = lambda value, sign="": "-" if value is None else f"{value:{sign}.3f}"  # noqa: E731
+    results = {"pass": "[green]pass[/]", "fail": "[red]FAIL[/]", "undecided": "[yellow]undecided[/]"}
     for gate in decision.gates:
-        margin = gate.margin.replace(" relative", " rel").replace(" absolute", " abs") or "-"
-        table.add_row(gate.gate, number(gate.measured), number(gate.reference), margin, number(gate.threshold),
-                      "[green]pass[/]" if gate.passed else "[red]FAIL[/]")
-    rules = Text("\n".join(f"  {gate.gate}: {gate.detail}" for gate in decision.gates))
-    return Group(table, rules)
+        spread = "-" if gate.difference is None else number(gate.difference, "+") + (
+            f" [{gate.interval.low:+.3f}, {gate.interval.high:+.3f}]" if gate.interval else " (no interval)")
+        table.add_row(gate.gate, spread, number(gate.bound, "+"), results.get(gate.verdict, gate.verdict))
+
+    def rule(gate: GateResult) -> str:
+        values = f"{number(gate.measured)}" + (f" vs source {number(gate.reference)}"
+                                               if gate.reference is not None else "")
+        margin = gate.margin.replace(" relative", " rel").replace(" absolute", " abs")
+        return f"  {gate.gate}: {values}" + (f", margin {margin}" if margin else "") + f"; {gate.detail}"
+
+    return Group(table, Text("\n".join(rule(gate) for gate in decision.gates)))

@@ -340,7 +340,8 @@ def recorded_gates(model_version) -> tuple[PromotionGates, str]:
 
 def promote(client, name: str, version: int, *, alias: str = "champion", gates: PromotionGates | None = None,
             gates_from: str = "given by the caller") -> PromotionDecision:
-    """Check the gates for ``name`` version ``version``; move ``alias`` only if every gate passes.
+    """Check the gates for ``name`` version ``version``; move ``alias`` only if every gate passes (an undecided
+    gate, one that passes on its estimate but not on its 95% interval, does not).
 
     Without ``gates``, the gates recorded on the version at registration apply, else the defaults. The decision
     is recorded on the version either way (tags ``vocadapt.promotion.<alias>.*``, with where the gates came from).
@@ -351,7 +352,11 @@ def promote(client, name: str, version: int, *, alias: str = "champion", gates: 
     if not model_version.run_id:
         raise UserError(f"{name} version {version} has no run; only versions registered from a run can be gated")
     language = model_version.tags.get("vocadapt.target_language", "it")
-    results = evaluate_gates(collect_metrics(client, model_version.run_id), gates, language)
+    from vocadapt.platform.gate_items import collect_gate_items
+
+    # per-item parts (gates/items.json of the run and its parent) give each gate its bootstrap interval
+    results = evaluate_gates(collect_metrics(client, model_version.run_id), gates, language,
+                             collect_gate_items(client, model_version.run_id))
     decision = PromotionDecision(name, int(version), alias, results, previous=_current(client, name, alias),
                                  gates_from=gates_from)
     prefix = f"vocadapt.promotion.{alias}"

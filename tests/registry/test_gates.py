@@ -9,6 +9,13 @@ from pydantic import ValidationError
 
 from vocadapt.platform.registry import PromotionGates, evaluate_gates
 
+# The rules on point estimates and the held-out split (how runs before out-of-domain gates and per-item parts are
+# judged); the defaults, with intervals, are tests/registry/test_gate_intervals.py's.
+POINT = PromotionGates(bpb_text="held_out", require_intervals=False)
+
+
+def _point(**gates) -> PromotionGates:
+    return PromotionGates(bpb_text="held_out", require_intervals=False, **gates)
 SOURCE = {"source_model.bpb_target": 2.0, "source_model.bpb_source": 1.0,
           "fertility.source_tokenizer.it.tokens_per_word": 2.0}
 
@@ -20,7 +27,7 @@ def _metrics(target=1.9, source=1.1, fertility=1.5, generated=0.30, saved=0.25, 
             "generation.same_text_token_saving": saved, **extra}
 
 
-def _verdict(metrics, gates=PromotionGates()):
+def _verdict(metrics, gates=POINT):
     return {g.gate: g.passed for g in evaluate_gates(metrics, gates, "it")}
 
 
@@ -89,7 +96,7 @@ def test_benchmarks_within_the_margin_pass_and_below_it_fail():
 
 def test_benchmarks_can_be_required():
     assert _verdict(_metrics())["benchmarks"] is True
-    assert _verdict(_metrics(), PromotionGates(require_benchmarks=True))["benchmarks"] is False
+    assert _verdict(_metrics(), _point(require_benchmarks=True))["benchmarks"] is False
 
 
 @settings(max_examples=40, deadline=None)
@@ -97,7 +104,7 @@ def test_benchmarks_can_be_required():
        margin=st.floats(0.0, 0.5), reduction=st.floats(0.0, 0.9), absolute=st.booleans())
 def test_each_gate_passes_exactly_when_its_inequality_holds(target, source, fertility, margin, reduction, absolute):
     kind = "absolute" if absolute else "relative"
-    gates = PromotionGates(target_bpb={kind: margin}, source_bpb={kind: margin},
+    gates = _point(target_bpb={kind: margin}, source_bpb={kind: margin},
                            target_fertility_reduction={kind: reduction})
     verdict = _verdict(_metrics(target, source, fertility), gates)
     scale = (lambda reference: 1.0) if absolute else (lambda reference: reference)
@@ -111,7 +118,7 @@ def test_each_gate_passes_exactly_when_its_inequality_holds(target, source, fert
 
 def test_absolute_and_relative_margins_make_different_thresholds():
     """Source bits per byte 1.0 and target 2.0: 0.3 absolute allows 2.3 on both; 0.3 relative allows 2.6 on target."""
-    gates = PromotionGates(target_bpb={"relative": 0.3}, source_bpb={"absolute": 0.3})
+    gates = _point(target_bpb={"relative": 0.3}, source_bpb={"absolute": 0.3})
     thresholds = {g.gate: g.threshold for g in evaluate_gates(_metrics(), gates, "it")}
     assert thresholds["target bits per byte"] == pytest.approx(2.6)
     assert thresholds["source-language bits per byte"] == pytest.approx(1.3)
@@ -122,7 +129,7 @@ def test_benchmark_margins_follow_each_measures_scale():
     shared margin could not get both right."""
     metrics = _metrics(**{"benchmark.flores_en_it.chrf": 41.5, "source_model.benchmark.flores_en_it.chrf": 42.0,
                           "benchmark.cloze_it.acc_bytes": 0.47, "source_model.benchmark.cloze_it.acc_bytes": 0.50})
-    gates = PromotionGates(benchmarks={"chrf": {"absolute": 1.0}, "acc_bytes": {"absolute": 0.02}})
+    gates = _point(benchmarks={"chrf": {"absolute": 1.0}, "acc_bytes": {"absolute": 0.02}})
     results = {g.gate: g for g in evaluate_gates(metrics, gates, "it")}
     chrf, accuracy = results["benchmark.flores_en_it.chrf"], results["benchmark.cloze_it.acc_bytes"]
     assert chrf.passed and chrf.threshold == pytest.approx(41.0) and chrf.margin == "1 absolute"
@@ -132,14 +139,14 @@ def test_benchmark_margins_follow_each_measures_scale():
 def test_a_tasks_own_margin_wins_over_its_measures():
     metrics = _metrics(**{"benchmark.flores_en_it.chrf": 39.0, "source_model.benchmark.flores_en_it.chrf": 42.0,
                           "benchmark.flores_it_en.chrf": 39.0, "source_model.benchmark.flores_it_en.chrf": 42.0})
-    gates = PromotionGates(benchmarks={"chrf": {"absolute": 1.0}, "flores_en_it.chrf": {"relative": 0.10}})
+    gates = _point(benchmarks={"chrf": {"absolute": 1.0}, "flores_en_it.chrf": {"relative": 0.10}})
     verdict = _verdict(metrics, gates)
     assert verdict["benchmark.flores_en_it.chrf"] and not verdict["benchmark.flores_it_en.chrf"]
 
 
 def test_a_benchmark_without_a_declared_margin_fails_and_says_how_to_declare_one():
     metrics = _metrics(**{"benchmark.belebele.acc": 0.9, "source_model.benchmark.belebele.acc": 0.5})
-    gate = next(g for g in evaluate_gates(metrics, PromotionGates(benchmarks={"chrf": {"absolute": 1}}), "it")
+    gate = next(g for g in evaluate_gates(metrics, _point(benchmarks={"chrf": {"absolute": 1}}), "it")
                 if g.gate == "benchmark.belebele.acc")
     assert not gate.passed and "promotion.benchmarks.acc" in gate.detail
 
@@ -180,10 +187,11 @@ def test_the_gate_table_shows_each_gates_margin_and_kind():
     from vocadapt.platform.registry import PromotionDecision, gate_table
 
     metrics = _metrics(**{"benchmark.flores_en_it.chrf": 41.5, "source_model.benchmark.flores_en_it.chrf": 42.0})
-    gates = PromotionGates(source_bpb={"absolute": 0.5}, benchmarks={"chrf": {"absolute": 1.0}})
+    gates = _point(source_bpb={"absolute": 0.5}, benchmarks={"chrf": {"absolute": 1.0}})
     console = Console(record=True, width=200)
     console.print(gate_table(PromotionDecision("m", 1, "champion", evaluate_gates(metrics, gates, "it"))))
     text = console.export_text()
-    for shown in ("margin", "0% rel", "0.5 abs", "10% rel", "1 abs", "41.0000", "accepted",
-                  "target fertility: fertility.target_tokenizer.it.tokens_per_word <="):
+    for shown in ("margin 0% rel", "margin 0.5 abs", "margin 10% rel", "margin 1 abs", "-0.500 (no interval)",
+                  "-1.000", "accepted", "target fertility: 1.500 vs source 2.000",
+                  "fertility.target_tokenizer.it.tokens_per_word - fertility.source_tokenizer.it.tokens_per_word <="):
         assert shown in text, text

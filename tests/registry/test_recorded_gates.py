@@ -16,7 +16,7 @@ from vocadapt.platform.registry import GATES_TAG, PromotionGates
 NAME = "vocadapt-it-recorded-gates"
 # English bits per byte 2.0 against the source model's 1.0: the default gate (25% relative, threshold 1.25) refuses
 # it, a sweep's collapse-only gate (3.0 absolute, threshold 4.0) accepts it.
-ENGLISH_GIVEN_UP = {"parent": GOOD_METRICS["parent"], "child": {**GOOD_METRICS["child"], "bpb_source_after_lapt": 2.0}}
+ENGLISH_GIVEN_UP = {"parent": GOOD_METRICS["parent"], "child": {**GOOD_METRICS["child"], "bpb_source_after_lapt": 2.0, "bpb_ood_source": 2.0}}
 SWEEP_GATES = PromotionGates(source_bpb={"absolute": 3.0})
 
 

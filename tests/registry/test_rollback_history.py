@@ -28,7 +28,7 @@ def registry(tmp_path, tiny_model):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri, "history", artifact_root=tmp_path / "artifacts")
-    worse = {"parent": GOOD_METRICS["parent"], "child": {**GOOD_METRICS["child"], "bpb_source_after_lapt": 9.0}}
+    worse = {"parent": GOOD_METRICS["parent"], "child": {**GOOD_METRICS["child"], "bpb_source_after_lapt": 9.0, "bpb_ood_source": 9.0}}
     for index, metrics in enumerate([GOOD_METRICS] * 3 + [worse]):
         model_dir = tmp_path / f"model-{index}"  # a real checkpoint: registration refuses what would not serve
         shutil.copytree(tiny_model, model_dir)

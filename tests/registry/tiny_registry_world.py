@@ -2,7 +2,8 @@
 
 The metric names are the adapt pipeline's: the parent run holds ``source_model.bpb_*`` and ``fertility.*``; the
 method's child run holds ``bpb_<stream>_<zero_shot|after_lapt>``, and the generation metrics that
-``vocadapt evaluate`` adds to a version's run.
+``vocadapt evaluate`` adds to a version's run. The out-of-domain bits per byte (``bpb_ood_*``) the default gates
+read come with per-document parts in ``gates/items.json`` (:func:`synthetic_items`), as ``adapt`` logs them.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ ENGLISH = ["The quick brown fox jumps over the lazy dog near the river bank."] *
 
 GOOD_METRICS = {
     "parent": {"source_model.bpb_target": 2.0, "source_model.bpb_source": 1.0,
+               "source_model.bpb_ood_target": 2.0, "source_model.bpb_ood_source": 1.0,
                "fertility.source_tokenizer.it.tokens_per_word": 2.0,
                "fertility.target_tokenizer.it.tokens_per_word": 1.4},
     "child": {"bpb_target_zero_shot": 3.0, "bpb_target_after_lapt": 1.9, "bpb_source_zero_shot": 1.4,
-              "bpb_source_after_lapt": 1.1,
+              "bpb_source_after_lapt": 1.1, "bpb_ood_target": 1.9, "bpb_ood_source": 1.1,
               # what `vocadapt evaluate` logs on the version's run: its generations and the source model's
               "generation.tokens_per_character": 0.30, "source_model.generation.tokens_per_character": 0.45,
               "generation.same_text_token_saving": 0.30},
@@ -63,12 +65,38 @@ def build_tiny_model(folder: Path, head_dim: int = 8) -> Path:
     return folder
 
 
+def synthetic_items(metrics: dict[str, float], documents: int = 40):
+    """Per-document parts whose sums give each gated ratio metric exactly (bits per byte, tokens per word or per
+    character, the same-text saving), with a small spread that is the same on every model (so paired intervals
+    are narrow): what ``adapt`` logs as ``gates/items.json``."""
+    import numpy as np
+
+    from vocadapt.components.evaluation.bootstrap import ratio_parts
+
+    spread = np.tile([0.02, -0.02], documents // 2) * 100
+    sizes = np.full(documents, 100.0)
+    ids = [f"doc{index}" for index in range(documents)]
+    items = {}
+    for key, value in metrics.items():
+        bare = key.removeprefix("source_model.")
+        if bare.startswith("bpb_ood_") or bare.endswith("tokens_per_word") or bare == "generation.tokens_per_character":
+            items[key] = ratio_parts(value * sizes + spread, sizes, ids)
+        elif bare == "generation.same_text_token_saving":
+            items[key] = ratio_parts((1 - value) * sizes + spread, sizes, ids, kind="saving")
+    return items
+
+
 def log_adapted_runs(tracker, metrics: dict[str, dict[str, float]] = GOOD_METRICS) -> tuple[str, str]:
-    """A parent (adapt) run and a method child run with the given metrics; returns (parent_id, child_id)."""
+    """A parent (adapt) run and a method child run with the given metrics and their per-document parts
+    (:func:`synthetic_items`); returns (parent_id, child_id)."""
+    from vocadapt.platform.gate_items import log_gate_items
+
     with tracker.run("adapt", tags=lineage()) as parent:
         tracker.log_metrics(parent.info.run_id, metrics["parent"])
+        log_gate_items(tracker, parent.info.run_id, synthetic_items(metrics["parent"]))
         with tracker.run("adapt/fvt", parent_run_id=parent.info.run_id) as child:
             tracker.log_metrics(child.info.run_id, metrics["child"])
+            log_gate_items(tracker, child.info.run_id, synthetic_items(metrics["child"]))
     return parent.info.run_id, child.info.run_id
 
 
