@@ -72,6 +72,8 @@ CASES = [
     Case("adapt helper folder missing", adapt(**{"init.methods": "[sava]", "init.helper": "model:{cwd}/no-helper"}),
          ("init.helper", "no-helper", "does not exist")),
     Case("adapt misspelt field", adapt(**{"lapt.max_step": "5"}), ("lapt.max_step", "max_steps")),
+    Case("adapt merge without an expansion", adapt(**{"init.mode": "replace", "merge.method": "elchat-slerp"}),
+         ("merge.method", "init.mode expand")),
     Case("adapt value out of range", adapt(**{"tokenizer.vocab_size": "10"}), ("tokenizer.vocab_size",)),
     Case("adapt storage URI scheme", adapt(**{"lapt.storage_path": "ftp2://host/ckpt"}),
          ("lapt.storage_path", "ftp2", "s3://")),
