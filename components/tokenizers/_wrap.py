@@ -37,6 +37,9 @@ class SpecialTokenPlan:
     add_eos: bool = False
     bert_template: bool = False
     extra: list[str] = field(default_factory=list)
+    ordinary: dict[str, dict[str, bool]] = field(default_factory=dict)
+    """Added tokens of ``like`` that are not special (Qwen3's ``<think>``, DeepSeek-V3's ``<｜User｜>``, Gemma-3's
+    ``<unused0>``): content -> their flags, so that the new tokenizer marks them as the source does."""
 
 
 def inserts_bos_eos(tokenizer: Any) -> tuple[bool, bool]:
@@ -57,6 +60,7 @@ def plan_special_tokens(like: Any, kind: str, extra: Sequence[str] | None) -> Sp
     else:
         added = like.backend_tokenizer.get_added_tokens_decoder() if hasattr(like, "backend_tokenizer") else {}
         tokens = [token.content for _, token in sorted(added.items())]
+        ordinary = {token.content: _flags(token) for token in added.values() if not token.special}
         roles = {
             role: str(getattr(like, f"{role}_token"))
             for role in ROLE_ATTRIBUTES
@@ -64,7 +68,8 @@ def plan_special_tokens(like: Any, kind: str, extra: Sequence[str] | None) -> Sp
         }
         tokens += [token for token in roles.values() if token not in tokens]
         add_bos, add_eos = inserts_bos_eos(like)
-        plan = SpecialTokenPlan(tokens, roles, getattr(like, "chat_template", None), add_bos, add_eos)
+        plan = SpecialTokenPlan(tokens, roles, getattr(like, "chat_template", None), add_bos, add_eos,
+                                ordinary=ordinary)  # fmt: skip
         unk_default = NEEDS_UNK.get(kind)
         if unk_default and "unk" not in roles:  # sentencepiece and WordPiece cannot work without an unk piece
             plan.roles["unk"] = unk_default
@@ -84,6 +89,8 @@ def wrap_fast(backend: Any, plan: SpecialTokenPlan, like: Any = None):
     missing = [token for token in plan.tokens if backend.token_to_id(token) is None]
     if missing:
         backend.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in missing])
+    if plan.ordinary:
+        backend = _with_flags(backend, plan.ordinary)
     kwargs: dict[str, Any] = {f"{role}_token": token for role, token in plan.roles.items()}
     if plan.bert_template:
         cls, sep = plan.roles["cls"], plan.roles["sep"]
@@ -102,3 +109,26 @@ def wrap_fast(backend: Any, plan: SpecialTokenPlan, like: Any = None):
     if like is not None:
         fast.model_max_length = like.model_max_length
     return fast
+
+
+def _flags(token: Any) -> dict[str, bool]:
+    return {name: bool(getattr(token, name)) for name in ("special", "normalized", "lstrip", "rstrip", "single_word")}
+
+
+def _with_flags(backend: Any, flags: dict[str, dict[str, bool]]):
+    """The backend with the given added tokens' flags set (through its JSON: ``tokenizers`` cannot change the flags
+    of a token it holds). Trainers add every carried token as special; a source's ordinary added token left special
+    would vanish from ``decode(skip_special_tokens=True)`` and lose its source row (overlap pairs a special token
+    only with a special one). The tokens are in the vocabulary, so their ids do not change."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    data = json.loads(backend.to_str())
+    for token in data["added_tokens"]:
+        token.update(flags.get(token["content"], {}))
+    rebuilt = Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
+    moved = {t: (backend.token_to_id(t), rebuilt.token_to_id(t)) for t in flags if backend.token_to_id(t) != rebuilt.token_to_id(t)}
+    if moved:
+        raise RuntimeError(f"setting the flags of added tokens moved them: {moved}")
+    return rebuilt

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._backend import backend_json, piece_encoding, scheme_of
 from vocadapt.components.tokenizers._merges import MergeTable, ProtectedWords, plan_merges
 from vocadapt.components.tokenizers._source_splits import SourceSplits
@@ -140,6 +141,8 @@ def expand_vocabulary(
         )
     if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
         raise ValueError("BPE with a continuing-subword prefix or end-of-word suffix cannot be expanded")
+    check_source_ids(data)
+    _hold_added_tokens(data)
     table = MergeTable.from_model(model)
     spelled = _spell(source_tokenizer, candidates)
     if isinstance(protect, ProtectedWords):
@@ -151,6 +154,7 @@ def expand_vocabulary(
     splits = SourceSplits(source_tokenizer) if keep_source_splits else None
     added, intermediates, skipped = _grow(table, spelled, max_new_tokens, guard, splits)
     tokenizer, ids = _build(source_tokenizer, data, added, table.added)
+    check_ids_kept(source_tokenizer, tokenizer, dict(zip(added, ids)))
     position = {token: token_id for token, token_id in zip(added, ids)}
     return VocabularyExpansion(
         tokenizer=tokenizer,
@@ -202,7 +206,7 @@ def protected_source_text(
     expanding one source tokenizer several times."""
     texts = list(documents) + (lexicon_texts(lexicon) if lexicon is not None else [])
     model = source_tokenizer.backend_tokenizer.model
-    ignore_merges = bool(backend_json(source_tokenizer)["model"].get("ignore_merges", False))
+    ignore_merges = bool(getattr(model, "ignore_merges", False))  # not backend_json: seconds at Gemma-3's 262K
     words = _pre_tokens(source_tokenizer, texts)
     return ProtectedWords(((word, [t.value for t in model.tokenize(word)]) for word in sorted(words)),
                           ignore_merges=ignore_merges)  # fmt: skip
@@ -273,7 +277,7 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
 
     model = data["model"]
     taken = list(model["vocab"].values()) + [token["id"] for token in data.get("added_tokens", [])]
-    first = max(taken, default=-1) + 1
+    first = max(taken, default=-1) + 1  # after the highest id in use: Gemma-3's <image_soft_token> is 262144
     ids = list(range(first, first + len(added)))
     model["vocab"].update(zip(added, ids))
     existing = model.get("merges", [])
@@ -287,6 +291,69 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
         Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         tokenizer = AutoTokenizer.from_pretrained(folder)
     return tokenizer, ids
+
+
+def check_source_ids(data: dict) -> None:
+    """Refuse, before any work, a tokenizer whose ids are ambiguous: an added token whose id a different vocabulary
+    entry holds, or two added tokens on one id. Expanding it would write a tokenizer that decodes one id two ways.
+
+    Added tokens inside the vocabulary at their own id (Gemma-3's 6,414, DeepSeek-V3's first three) and gaps in
+    the ids are fine; they are handled by :func:`_hold_added_tokens`.
+    """
+    id_to_piece = {token_id: piece for piece, token_id in data["model"]["vocab"].items()}
+    seen: dict[int, str] = {}
+    for token in data.get("added_tokens", []):
+        content, token_id = token["content"], token["id"]
+        holder = id_to_piece.get(token_id)
+        if holder is not None and holder != content:
+            raise UserError(
+                f"the source tokenizer's added token {content!r} has id {token_id}, which its vocabulary gives to "
+                f"{holder!r}: one id, two tokens. Fix its tokenizer.json (give {content!r} a free id) or load it "
+                "again with transformers and save_pretrained, which assigns added tokens free ids")
+        if token_id in seen:
+            raise UserError(
+                f"the source tokenizer's added tokens {seen[token_id]!r} and {content!r} share id {token_id}; "
+                "fix its tokenizer.json so that every added token has its own id")
+        seen[token_id] = content
+
+
+def _hold_added_tokens(data: dict) -> None:
+    """Put every added token into the BPE vocabulary at its own id (``data`` is changed in place).
+
+    ``tokenizers`` gives an added token that its model's vocabulary lacks the id ``len(vocab)`` when it loads a
+    tokenizer.json; once new tokens are appended after Llama-3's specials (128,000-128,255), ``len(vocab)`` is no
+    longer 128,000 and the specials move onto the new tokens' ids (seen: ``<|begin_of_text|>`` 128000 -> 133000
+    with 5,000 new tokens). An added token found in the vocabulary keeps that id. No merge builds these entries, so
+    BPE never emits them; the added-token pass matches them as before.
+    """
+    vocab = data["model"]["vocab"]
+    for token in data.get("added_tokens", []):
+        vocab.setdefault(token["content"], token["id"])
+
+
+def check_ids_kept(source_tokenizer: Any, tokenizer: Any, new_ids: dict[str, int]) -> None:
+    """Raise unless the expanded tokenizer kept every added token (id, content, special flag), every role's token
+    and id, and the chat template, and every new token sits at its own id. Never write a tokenizer whose
+    specials moved: the model's rows and its config's bos/eos ids are keyed on them."""
+    before = source_tokenizer.backend_tokenizer.get_added_tokens_decoder()
+    after = tokenizer.backend_tokenizer.get_added_tokens_decoder()
+    problems = [
+        f"{token.content!r} {token_id} -> {tokenizer.convert_tokens_to_ids(token.content)}"
+        for token_id, token in before.items()
+        if token_id not in after or (after[token_id].content, after[token_id].special) != (token.content, token.special)
+    ]
+    for role in ("bos", "eos", "pad", "unk"):
+        old, new = getattr(source_tokenizer, f"{role}_token_id", None), getattr(tokenizer, f"{role}_token_id", None)
+        if old != new or str(getattr(source_tokenizer, f"{role}_token", None)) != str(getattr(tokenizer, f"{role}_token", None)):
+            problems.append(f"{role} {old} -> {new}")
+    backend = tokenizer.backend_tokenizer
+    problems += [f"new token {piece!r} {token_id} -> {backend.token_to_id(piece)}" for piece, token_id in
+                 new_ids.items() if backend.token_to_id(piece) != token_id or token_id in after]  # fmt: skip
+    if getattr(source_tokenizer, "chat_template", None) != getattr(tokenizer, "chat_template", None):
+        problems.append("the chat template changed")
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise RuntimeError(f"the expanded tokenizer moved special or added tokens ({shown}); nothing was written")
 
 
 def _pair(entry: Any) -> list[str]:
