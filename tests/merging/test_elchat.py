@@ -239,3 +239,12 @@ def test_folders_of_different_architectures_or_a_replaced_vocabulary_are_refused
     with pytest.raises(UserError, match="init.mode expand"):
         merge_model_folders(tmp_path / "adapted", tmp_path / "chat", tmp_path / "merged", settings)
     assert not (tmp_path / "merged").exists() and not list(tmp_path.glob(".merged*"))
+
+
+def test_added_tokens_are_restored_only_when_asked():
+    tokenizer = chat_tokenizer()
+    tokenizer.add_tokens(["<tool_call>"])  # an added token that is not special (Llama-3.1's header tokens are such)
+    tool = tokenizer.convert_tokens_to_ids("<tool_call>")
+    grown = expanded(tokenizer)
+    assert tool not in restored_token_ids(tokenizer, grown)
+    assert tool in restored_token_ids(tokenizer, grown, added_tokens=True)

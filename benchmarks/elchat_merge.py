@@ -1,0 +1,91 @@
+"""ElChat's merge (``merge.method``) side by side with the adapted model it starts from, on one ``adapt`` run's
+checkpoint: the same held-out bits per byte, side-by-side benchmark (cloze, chrF en->it, tokens per character, %Gen,
+out-of-domain bits per byte) and Italian chat turn for every arm, the way ``adapt`` scores them.
+
+    nice -n 10 .venv/bin/python benchmarks/elchat_merge.py configs/italian-smollm2-expand.yaml \\
+        --adapted <output_dir>/<name>/it/fvt/lapt/model --out /tmp/elchat/merged --json /tmp/elchat/merge.json
+
+Arms: ``adapted`` (the checkpoint as registered without the merge), ``source`` (optional, slow: the chat model) and
+one per merge setting in ``--arms`` (``slerp``, ``linear``, ``slerp-chat-rest``: SLERP with the layers outside the
+map taken from the chat model). Each arm's scores are printed as they come and written to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+ARMS = {
+    "slerp": {"method": "elchat-slerp"},
+    "linear": {"method": "elchat-linear"},
+    "slerp-chat-rest": {"method": "elchat-slerp", "unmerged_layers": "chat"},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("config")
+    parser.add_argument("--adapted", type=Path, required=True, help="the adapt run's final checkpoint")
+    parser.add_argument("--out", type=Path, required=True, help="where the merged checkpoints are written")
+    parser.add_argument("--arms", default="adapted,slerp,linear", help="comma-separated: source, adapted, " +
+                        ", ".join(ARMS))
+    parser.add_argument("--chat-only", default="", help="comma-separated arms scored on the chat turn alone (their "
+                        "other scores taken from the adapt run, which computes them the same way)")
+    parser.add_argument("--json", type=Path, required=True)
+    args = parser.parse_args()
+
+    from recovery import chat_reply
+
+    from vocadapt.components.merging import MergeSettings, merge_model_folders
+    from vocadapt.components.tokenizers.overlap import new_token_ids
+    from vocadapt.pipelines.side_by_side import items_for_config, score_model
+    from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
+    from vocadapt.platform.config import load_config
+    from vocadapt.platform.model_loading import load_model
+    from vocadapt.platform.sources import read_documents, resolve_inputs
+
+    config = load_config(args.config)
+    inputs = resolve_inputs(config)
+    items = items_for_config(config, inputs)
+    held_out = {"target": read_documents(inputs.target_validation, config.evaluation.max_documents),
+                "source": read_documents(inputs.source_validation, config.evaluation.max_documents)}
+    chat_dir = Path(inputs.source_model)
+    _, source_tokenizer = load_model(chat_dir, what="source model")
+    results = json.loads(args.json.read_text()) if args.json.exists() else {}
+    chat_only = set(filter(None, args.chat_only.split(",")))
+    for arm in [*args.arms.split(","), *sorted(chat_only)]:
+        started = time.perf_counter()
+        folder = {"source": chat_dir, "adapted": args.adapted}.get(arm)
+        merge_seconds = None
+        if folder is None:
+            folder = args.out / arm
+            settings = MergeSettings(**ARMS[arm])
+            merge_started = time.perf_counter()
+            merge_model_folders(args.adapted, chat_dir, folder, settings)
+            merge_seconds = time.perf_counter() - merge_started
+        model, tokenizer = load_model(folder, what=arm)
+        if arm in chat_only:
+            results.setdefault(arm, {})["chat"] = chat_reply(model, tokenizer, max_new_tokens=48)
+            print(arm, results[arm]["chat"], flush=True)
+            args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+            continue
+        scores = {f"bpb_{stream}": value for stream, value in held_out_bits_per_byte(model, tokenizer, held_out,
+                                                                                     config).items()}
+        scores |= score_model(model, tokenizer, items, source_tokenizer=source_tokenizer,
+                              new_token_ids=None if arm == "source" else new_token_ids(source_tokenizer, tokenizer))
+        scores["chat"] = chat_reply(model, tokenizer, max_new_tokens=48)
+        scores["merge_seconds"] = merge_seconds
+        scores["seconds"] = time.perf_counter() - started
+        results[arm] = scores
+        print(arm, json.dumps(scores, ensure_ascii=False), flush=True)
+        args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False))
+        del model
+
+
+if __name__ == "__main__":
+    main()
