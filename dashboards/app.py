@@ -2,7 +2,8 @@
 
 Run with ``vocadapt dashboard`` (or ``streamlit run dashboards/app.py``). The tracking store comes from
 ``MLFLOW_TRACKING_URI`` (the command sets it), else ``sqlite:///mlflow.db`` in the working folder, and can be
-changed in the sidebar. Nothing here knows the demo's run names: runs are found by what they logged.
+changed in the sidebar. Nothing here knows the demo's run names: runs are found by what they logged. The sidebar's
+"View" switches to the model families' fertility matrix (``family_fertility.py``), which reads a JSON, not MLflow.
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from vocadapt.dashboards import family_fertility
 from vocadapt.dashboards import runs as data
 from vocadapt.platform.tracking import resolve_tracking_uri
+
+FAMILY_FERTILITY = "Family fertility"
+VIEWS = ("MLflow runs", FAMILY_FERTILITY)  # the second reads benchmarks/family_fertility.py's JSON, not MLflow
 
 
 def main() -> None:
     st.set_page_config(page_title="vocadapt", layout="wide")
+    if st.sidebar.radio("View", VIEWS) == FAMILY_FERTILITY:
+        family_fertility.render()
+        return
     st.title("vocadapt: vocabulary adaptation runs")
     uri = st.sidebar.text_input("MLflow tracking URI", os.environ.get("MLFLOW_TRACKING_URI") or resolve_tracking_uri())
     client = data.client_for(uri)
