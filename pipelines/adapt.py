@@ -43,6 +43,7 @@ class MethodOutcome:
     lapt: dict[str, Any] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
     side_by_side: dict[str, float] = field(default_factory=dict)  # pipelines/side_by_side.py's metrics
+    gate_items: dict[str, Any] = field(default_factory=dict)  # their per-item parts (the run's gates/items.json)
 
     def score(self) -> float:
         """Lower is better: target bits per byte after LAPT when it ran, else zero-shot."""
@@ -62,6 +63,7 @@ class AdaptResult:
     registered: tuple[str, int] | None
     source_side_by_side: dict[str, float] = field(default_factory=dict)  # source_model.* of the side-by-side run
     parent_metrics: dict[str, float] = field(default_factory=dict)  # what the parent run logged (gates read it)
+    parent_gate_items: dict[str, Any] = field(default_factory=dict)  # the parent's gates/items.json
 
 
 def run_adapt(
@@ -179,6 +181,12 @@ def _run(
         tracker.log_metrics(parent_id, _flatten_fertility(fertility))
         tracker.log_dict(parent_id, fertility, "fertility.json")
         print_fertility(fertility, console)
+        from vocadapt.pipelines.side_by_side import fertility_parts
+        from vocadapt.platform.gate_items import log_gate_items
+
+        # per-document parts of the gated measures (fertility here, the source model's scores below), from which
+        # `vocadapt promote` bootstraps each gate's interval: the parent run's gates/items.json
+        parent_items = fertility_parts(source_tokenizer, replacement.tokenizer, held_out["target"], language)
 
         console.rule("[bold]5. source model, zero-shot bits per byte")
         source_model = load_source_model(config, inputs.source_model)
@@ -191,7 +199,8 @@ def _run(
         energy.add(reading)
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
         source_side_by_side = _score_source_side_by_side(config, side_by_side, source_model, source_tokenizer,
-                                                         tracker, parent_id, energy, console)
+                                                         tracker, parent_id, energy, console, parent_items)
+        log_gate_items(tracker, parent_id, parent_items)
 
         with measure_stage(config, "init") as reading:  # a helper (fastText) is part of initialising the new rows
             if not config.init.helper or not any(method.needs_helper for method in methods.values()):
@@ -227,7 +236,7 @@ def _run(
     parent_metrics = _flatten_fertility(fertility) | {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
     return AdaptResult(
         parent_id, tracker.experiment_id, tracker.tracking_uri, workdir, fertility, source_bpb, outcomes, best,
-        registered, source_side_by_side, parent_metrics | source_side_by_side,
+        registered, source_side_by_side, parent_metrics | source_side_by_side, parent_items,
     )
 
 
@@ -388,24 +397,30 @@ def _adapt_one_method(
         merge_into_chat_model(config, outcome, inputs.source_model, held_out, tracker, run_id, console, account)
     if side_by_side is not None:
         with measure_stage(config, "evaluation") as reading:
-            outcome.side_by_side = _score_side_by_side(outcome.model_dir, source_tokenizer, side_by_side)
+            outcome.side_by_side = _score_side_by_side(outcome.model_dir, source_tokenizer, side_by_side,
+                                                       outcome.gate_items)
         account(reading)
         tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
+        from vocadapt.platform.gate_items import log_gate_items
+
+        log_gate_items(tracker, run_id, outcome.gate_items)
     log_energy(tracker, run_id, method_energy)
     console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
     return outcome
 
 
-def _score_source_side_by_side(config, items, source_model, source_tokenizer, tracker, parent_id, energy, console):
+def _score_source_side_by_side(config, items, source_model, source_tokenizer, tracker, parent_id, energy, console,
+                               item_parts=None):
     """The source model's scores on the side-by-side benchmark (``source_model.*`` on the parent run, where the
-    promotion gates read them); {} when ``evaluation.side_by_side_items`` is 0."""
+    promotion gates read them, their per-item parts added to ``item_parts``); {} when
+    ``evaluation.side_by_side_items`` is 0."""
     from vocadapt.pipelines.side_by_side import score_model
 
     if items is None:
         return {}
     with measure_stage(config, "evaluation") as reading:
         scores = score_model(source_model, source_tokenizer, items, source_tokenizer=source_tokenizer,
-                             prefix="source_model.")
+                             prefix="source_model.", item_parts=item_parts)
     energy.add(reading)
     tracker.log_metrics(parent_id, scores)
     console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
@@ -413,15 +428,16 @@ def _score_source_side_by_side(config, items, source_model, source_tokenizer, tr
     return scores
 
 
-def _score_side_by_side(model_dir: Path, source_tokenizer, items) -> dict[str, float]:
-    """A method's final model on the side-by-side benchmark; %Gen counts the tokens the source vocabulary lacks."""
+def _score_side_by_side(model_dir: Path, source_tokenizer, items, item_parts=None) -> dict[str, float]:
+    """A method's final model on the side-by-side benchmark (per-item parts into ``item_parts``); %Gen counts the
+    tokens the source vocabulary lacks."""
     from vocadapt.components.tokenizers.overlap import new_token_ids
     from vocadapt.pipelines.side_by_side import score_model
     from vocadapt.platform.model_loading import load_model
 
     model, tokenizer = load_model(Path(model_dir), what="adapted model")
     return score_model(model, tokenizer, items, new_token_ids=new_token_ids(source_tokenizer, tokenizer),
-                       source_tokenizer=source_tokenizer)
+                       source_tokenizer=source_tokenizer, item_parts=item_parts)
 
 
 def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:

@@ -117,16 +117,19 @@ def print_side_by_side(result: AdaptResult, config: ExperimentConfig, console: C
 
 
 def print_gate_preview(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
-    """The default promotion gates on the registered candidate's metrics, as `vocadapt promote` will judge them."""
+    """The default promotion gates on the registered candidate's metrics and per-item parts, as `vocadapt promote`
+    will judge them (estimates with their 95% intervals)."""
     from vocadapt.platform.gates import PromotionDecision, PromotionGates, evaluate_gates, gate_table
 
     best = result.best
     metrics = dict(result.parent_metrics)
     metrics |= {f"bpb_{key}": value for key, value in best.bits_per_byte.items()} | best.side_by_side
     name, version = result.registered
+    items = result.parent_gate_items | best.gate_items  # the per-item parts `promote` reads from gates/items.json
     decision = PromotionDecision(name, version, "champion", evaluate_gates(metrics, PromotionGates(),
-                                                                           config.target.language))
+                                                                           config.target.language, items))
     console.print(gate_table(decision))
-    verdict = "passes every default gate" if decision.accepted else "fails a default gate (above)"
+    verdict = "passes every default gate" if decision.accepted else \
+        "does not pass every default gate (above: failed, or undecided within its 95% interval)"
     console.print(f"candidate {best.method} {verdict}; promote with `vocadapt promote {name} --version {version} --to champion`",
                   highlight=False)

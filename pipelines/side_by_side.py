@@ -157,3 +157,20 @@ def items_for_config(config, inputs) -> SideBySideItems | None:
                        items=evaluation.side_by_side_items, seed=config.seed, out_of_domain=out_of_domain,
                        max_new_tokens=evaluation.max_new_tokens, max_length=evaluation.max_length,
                        batch_size=evaluation.batch_size)
+
+
+def fertility_parts(source_tokenizer, target_tokenizer, documents: list[str], language: str) -> dict:
+    """Per held-out document, the tokens of each tokenizer and the words (the fertility report's word rule): the
+    parts of ``fertility.<source|target>_tokenizer.<lang>.tokens_per_word`` the fertility gate bootstraps over
+    documents. {} where the script does not delimit words (no tokens per word to gate)."""
+    from vocadapt.components.evaluation.bootstrap import item_id, ratio_parts
+    from vocadapt.components.tokenizers.segmentation import segmentation_for
+
+    segmentation = segmentation_for(language, documents)
+    if not documents or not segmentation.words_delimited:
+        return {}
+    words = [segmentation.count_words([document]) for document in documents]
+    ids = tuple(map(item_id, documents))
+    return {f"fertility.{name}_tokenizer.{language}.tokens_per_word":
+            ratio_parts([len(row) for row in tokenizer(documents, add_special_tokens=False)["input_ids"]], words, ids)
+            for name, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer))}

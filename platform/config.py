@@ -142,9 +142,16 @@ class EvaluationSection(_Section):
         "promotion gates read: 'fortunes' (Debian's fortune cookies; Debian has them for it and en) or a list of "
         "files (one paragraph per line) from a source that no training stream and no tokenizer training has "
         "seen. A language not listed gets the fortunes where Debian has them, else none (its bits-per-byte gate "
-        "then reports the metric missing). Up to max_documents paragraphs are scored, in a seeded order. Before "
+        "then reports the metric missing). Up to out_of_domain_documents paragraphs are scored, in a seeded order. "
+        "Before "
         "any work, a run whose out-of-domain paragraphs equal or nearly duplicate a training paragraph is "
         "refused (see out_of_domain_max_jaccard)."
+    )
+    out_of_domain_documents: int = Field(
+        200, ge=1, description="Out-of-domain paragraphs per language scored for bits per byte (what the default "
+        "bits-per-byte gates read; max_documents bounds the held-out split). At 200 fortunes the paired 95% "
+        "interval of a difference between two close models is a few thousandths of a bit per byte (BENCHMARKS.md, "
+        "'Noise in the gates')."
     )
     out_of_domain_max_jaccard: float = Field(
         0.5, gt=0.0, le=1.0, description="Out-of-domain paragraphs are refused when, after normalising case, "

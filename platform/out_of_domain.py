@@ -72,9 +72,11 @@ def out_of_domain_for_config(config) -> dict[str, list[str]]:
                 raise UserError(f"evaluation.out_of_domain_text.{lang}: Debian has no fortunes in {lang!r} (only "
                                 f"{', '.join(sorted(SOURCES))}); list files of {lang} text from a source no "
                                 "training saw instead")
-            documents[stream] = out_of_domain_documents(lang, limit=evaluation.max_documents, seed=config.seed)
+            documents[stream] = out_of_domain_documents(lang, limit=evaluation.out_of_domain_documents,
+                                                        seed=config.seed)
         else:
-            documents[stream] = _documents_from_files(source, lang, limit=evaluation.max_documents, seed=config.seed)
+            documents[stream] = _documents_from_files(source, lang, limit=evaluation.out_of_domain_documents,
+                                                      seed=config.seed)
     return documents
 
 

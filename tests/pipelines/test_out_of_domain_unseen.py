@@ -118,7 +118,7 @@ def test_declarations_per_language(tmp_path):
     (tmp_path / "hi.txt").write_text("पहला अनुच्छेद\n\nदूसरा अनुच्छेद\n", encoding="utf-8")
     (tmp_path / "en.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
     config = load_config(None, ["target.language=hi", "corpus.train=[a]", "corpus.validation=[b]",
-                                "evaluation.max_documents=2", f"evaluation.out_of_domain_text="
+                                "evaluation.out_of_domain_documents=2", f"evaluation.out_of_domain_text="
                                 f"{{hi: [{tmp_path}/hi.txt], en: [{tmp_path}/en.txt]}}"])
     documents = out_of_domain_for_config(config)
     assert sorted(documents["target"]) == ["दूसरा अनुच्छेद", "पहला अनुच्छेद"] and len(documents["source"]) == 2

@@ -27,6 +27,16 @@ def ray_cluster():
     ray.shutdown()
 
 
+OUT_OF_DOMAIN_ITALIAN = ["Chi dorme non piglia pesci, ma almeno riposa bene la notte.",
+                         "La città di Roma conta molti abitanti e ancora più gatti.",
+                         "Domani andremo al mercato a comprare frutta e verdura fresca.",
+                         "Un computer fa esattamente quello che gli dici, purtroppo."]
+OUT_OF_DOMAIN_ENGLISH = ["A fool and his money are soon parted, said nobody rich.",
+                         "The quick brown fox never learned why the lazy dog slept.",
+                         "Anything that can go wrong will go wrong, and at the worst time.",
+                         "Time flies like an arrow; fruit flies like a banana."]
+
+
 def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_gates_or_is_refused(
     ray_cluster, tmp_path, fixture_corpora, monkeypatch,
 ):
@@ -39,9 +49,14 @@ def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_
     monkeypatch.chdir(tmp_path)
     corpora = {key: Path(path) for key, path in fixture_corpora.items()}
     model = build_source_model(tmp_path / "source", [corpora["en.train"]])
+    # out-of-domain text no training saw, what the default bits-per-byte gates read
+    (tmp_path / "ood-it.txt").write_text("\n".join(OUT_OF_DOMAIN_ITALIAN) + "\n", encoding="utf-8")
+    (tmp_path / "ood-en.txt").write_text("\n".join(OUT_OF_DOMAIN_ENGLISH) + "\n", encoding="utf-8")
     base: dict = {}
     for assignment in tiny_config_overrides(model, corpora, tmp_path, **{
-            "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment": "adapt-sweep"}):
+            "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment": "adapt-sweep",
+            "evaluation.out_of_domain": "true", "evaluation.out_of_domain_text":
+            f"{{it: [{tmp_path / 'ood-it.txt'}], en: [{tmp_path / 'ood-en.txt'}]}}"}):
         apply_override(base, assignment)
     sweep = SweepConfig.model_validate({
         "name": "adapt-sweep", "base": base, "search_space": {"init.methods": {"grid": ["random", "fvt"]}},
