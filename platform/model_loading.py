@@ -23,7 +23,9 @@ def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool
     Refused: no safetensors weights (pickled ``pytorch_model.bin``, ``.pt`` or ``.pth`` only), a safetensors header
     that cannot be read, and a config with ``auto_map`` (custom modeling code) unless ``trust_remote_code``, which
     only the config's ``source.trust_remote_code: true`` turns on. ``what`` names the input in the message (e.g.
-    ``--model``). A name that is not a local folder (a hub name) is left to transformers' own loading.
+    ``--model``). ``source.model`` naming a hub id reaches here as its local snapshot (``resolve_inputs`` calls
+    :func:`resolve_model_folder`), so the checks read the files that will be loaded; a name that is still not a
+    local folder is left to transformers' own loading.
     """
     from vocadapt.components.surgery.safetensors_files import read_header
 
@@ -54,6 +56,44 @@ def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool
                         f"{sorted(config['auto_map'])}), which would run Python from the folder; vocadapt runs none "
                         "unless a config sets source.trust_remote_code: true; use a model whose architecture "
                         "transformers ships, or opt in by name if you trust that code")
+
+
+# What vocadapt takes from a hub repository: config, safetensors weights and tokenizer files. Never pickled weights
+# (Mistral-7B-v0.1 ships pytorch_model-*.bin beside its safetensors; Llama-3.1-8B ships original/consolidated.00.pth).
+HUB_MODEL_FILES = ("*.json", "*.safetensors", "tokenizer.model", "*.tiktoken", "merges.txt", "vocab.txt",
+                   "*.jinja")
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """``ORG/NAME`` that is not a local path: what the hub (or its local cache) is asked for."""
+    return (name.count("/") == 1 and not name.startswith((".", "/", "~")) and not Path(name).expanduser().exists()
+            and all(part.strip() for part in name.split("/")))
+
+
+def resolve_model_folder(name: str, *, what: str, revision: str | None = None) -> str:
+    """The local folder a model name stands for: a folder as it is; a hub id (``meta-llama/Llama-3.1-8B``) through
+    huggingface_hub's cache, fetching only config, safetensors and tokenizer files when the hub is reachable, and
+    from the cache alone with ``HF_HUB_OFFLINE=1``. Every check (:func:`check_model_folder`) and every load then
+    reads the resolved folder, so a hub model passes the same safetensors-only and remote-code checks as a local
+    one. A UserError names the model and the fix when it is neither reachable nor cached."""
+    if not looks_like_hub_id(name):
+        return name
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    shown = f"{name}@{revision}" if revision else name
+    try:
+        return snapshot_download(name, revision=revision, allow_patterns=list(HUB_MODEL_FILES))
+    except (GatedRepoError, RepositoryNotFoundError) as error:
+        raise UserError(f"{what} {shown}: the hub refuses it ({type(error).__name__}); check the name, accept the "
+                        "model's licence on its hub page and log in (`hf auth login` or HF_TOKEN), or give a local "
+                        "folder") from error
+    except (LocalEntryNotFoundError, OSError) as error:
+        where = constants.HF_HUB_CACHE
+        offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""
+        raise UserError(f"{what} {shown} is not in the hub cache at {where}{offline} and the hub cannot be reached "
+                        f"({type(error).__name__}); download it once where the hub is reachable (`hf download "
+                        f"{name}`), point HF_HUB_CACHE at a cache that holds it, or give a local folder") from error
 
 
 def strip_custom_code(folder: Path) -> None:
@@ -158,5 +198,6 @@ def registered_model_name(config: ExperimentConfig) -> str:
     return f"vocadapt-{config.target.language}-{short}"
 
 
-__all__ = ["check_model_folder", "load_causal_lm", "load_checkpoint_tokenizer", "load_model", "load_source_model",
-           "load_source_tokenizer", "load_target_tokenizer", "registered_model_name", "strip_custom_code"]
+__all__ = ["HUB_MODEL_FILES", "check_model_folder", "load_causal_lm", "load_checkpoint_tokenizer", "load_model",
+           "load_source_model", "load_source_tokenizer", "load_target_tokenizer", "looks_like_hub_id",
+           "registered_model_name", "resolve_model_folder", "strip_custom_code"]

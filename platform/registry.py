@@ -162,6 +162,11 @@ def register_model(
     tracker.log_dict(run_id, check.as_dict(), SERVE_CHECK_FILE)
     tracker.set_tags(run_id, {"vocadapt.serve_check": "passed" if check.passed else "failed"})
     require(check, name)
+    from vocadapt.platform.families.twins import twin_lineage, twin_record
+
+    twin = twin_record(Path(model_dir))
+    if twin is not None:  # random weights in a real family's shape: never described as the real model
+        lineage = {**lineage, **twin_lineage(lineage.get("vocadapt.source_model", ""), twin)}
     manifest_sha = write_manifest(Path(model_dir))
     metrics = dict(metrics or collect_metrics(tracker.client, run_id))
     safe_lineage = {key: str(redact_value(str(value))) for key, value in lineage.items()}
@@ -175,6 +180,8 @@ def register_model(
     # URI current when it was built, which may be another store's.
     registry = _registry_client(tracker.tracking_uri)
     version = _create_version(registry, name, logged.model_uri, run_id, tags, alias="", model_id=logged.model_id)
+    if twin is not None:
+        registry.update_model_version(name, str(version), description=tags["vocadapt.twin"])
     card = model_card(name, version, tags, metrics)
     tracker.log_text(run_id, card, MODEL_CARD)
     if alias:  # moved last: the alias never points at a version whose files, tags or card are still missing
@@ -254,6 +261,7 @@ def model_card(name: str, version: int, tags: Mapping[str, Any], metrics: Mappin
         f"Vocabulary adaptation of `{tags.get('vocadapt.source_model')}` to `{language}` with the "
         f"`{tags.get('vocadapt.method')}` initialiser, made by vocadapt.",
         "",
+        *([f"**Twin, not a real model**: {tags['vocadapt.twin']}.", ""] if tags.get("vocadapt.twin") else []),
         "## Lineage",
         "",
         "| tag | value |",

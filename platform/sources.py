@@ -43,6 +43,10 @@ def resolve_inputs(config: ExperimentConfig) -> ResolvedInputs:
             f"source.model {source_model!r} is not a directory; give a saved model directory, a hub name, "
             f"or {EMBEDDED_MODEL!r}"
         )
+    if config.source.model != EMBEDDED_MODEL:  # a hub id becomes its snapshot folder (the hub cache, or fetched)
+        from vocadapt.platform.model_loading import resolve_model_folder
+
+        source_model = resolve_model_folder(source_model, what="source.model", revision=config.source.revision)
     if config.corpus.train == "embedded":
         target, source = config.target.language, config.target.source_language
         target_train = (assets.corpus(target, "train"),)
