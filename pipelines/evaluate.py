@@ -233,10 +233,11 @@ def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, co
 
 
 def _log_to_version_run(tracker: Tracker, version_run_id: str, metrics: dict[str, float]) -> None:
-    """The promotion gates read the version's run: give it the benchmark scores and the tokens per generated
-    character (and the source model's)."""
+    """The promotion gates read the version's run: give it the benchmark scores with their standard errors (a gate
+    without per-item parts takes its interval from them) and the tokens per generated character (and the source
+    model's)."""
     gated = {key: value for key, value in metrics.items()
-             if key.startswith(("benchmark.", "source_model.benchmark.")) and not key.endswith("_stderr")}
+             if key.startswith(("benchmark.", "source_model.benchmark."))}
     gated |= {key: metrics[key] for key in ("generation.tokens_per_character",
                                             "source_model.generation.tokens_per_character",
                                             "generation.same_text_token_saving") if key in metrics}
