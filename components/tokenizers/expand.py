@@ -295,21 +295,28 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
 
 def check_source_ids(data: dict) -> None:
     """Refuse, before any work, a tokenizer whose ids are ambiguous: an added token whose id a different vocabulary
-    entry holds, or two added tokens on one id. Expanding it would write a tokenizer that decodes one id two ways.
+    entry holds, one the vocabulary holds at another id, or two added tokens on one id. Expanding it would write a
+    tokenizer that decodes one id two ways.
 
     Added tokens inside the vocabulary at their own id (Gemma-3's 6,414, DeepSeek-V3's first three) and gaps in
     the ids are fine; they are handled by :func:`_hold_added_tokens`.
     """
-    id_to_piece = {token_id: piece for piece, token_id in data["model"]["vocab"].items()}
+    vocab = data["model"]["vocab"]
+    id_to_piece = {token_id: piece for piece, token_id in vocab.items()}
     seen: dict[int, str] = {}
     for token in data.get("added_tokens", []):
         content, token_id = token["content"], token["id"]
+        if vocab.get(content, token_id) != token_id:
+            raise UserError(
+                f"the source tokenizer's added token {content!r} has id {token_id}, but its vocabulary holds it at "
+                f"id {vocab[content]}; fix its tokenizer.json so that both say the same id")
         holder = id_to_piece.get(token_id)
         if holder is not None and holder != content:
             raise UserError(
                 f"the source tokenizer's added token {content!r} has id {token_id}, which its vocabulary gives to "
-                f"{holder!r}: one id, two tokens. Fix its tokenizer.json (give {content!r} a free id) or load it "
-                "again with transformers and save_pretrained, which assigns added tokens free ids")
+                f"{holder!r}: one id, two tokens (a vocabulary that skips ids makes `tokenizers` number added "
+                "tokens onto used ones). Fix its tokenizer.json: number the vocabulary without gaps, or list "
+                f"{content!r} in the vocabulary at a free id")
         if token_id in seen:
             raise UserError(
                 f"the source tokenizer's added tokens {seen[token_id]!r} and {content!r} share id {token_id}; "
@@ -343,8 +350,11 @@ def check_ids_kept(source_tokenizer: Any, tokenizer: Any, new_ids: dict[str, int
         if token_id not in after or (after[token_id].content, after[token_id].special) != (token.content, token.special)
     ]
     for role in ("bos", "eos", "pad", "unk"):
-        old, new = getattr(source_tokenizer, f"{role}_token_id", None), getattr(tokenizer, f"{role}_token_id", None)
-        if old != new or str(getattr(source_tokenizer, f"{role}_token", None)) != str(getattr(tokenizer, f"{role}_token", None)):
+        old, new = (
+            (str(getattr(t, f"{role}_token", None)), getattr(t, f"{role}_token_id", None))
+            for t in (source_tokenizer, tokenizer)
+        )
+        if old != new:
             problems.append(f"{role} {old} -> {new}")
     backend = tokenizer.backend_tokenizer
     problems += [f"new token {piece!r} {token_id} -> {backend.token_to_id(piece)}" for piece, token_id in

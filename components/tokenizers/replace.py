@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._wrap import inserts_bos_eos
 from vocadapt.components.tokenizers.canonical import SPECIAL_ROLES
 from vocadapt.components.tokenizers.overlap import TokenOverlap, token_overlap
@@ -30,6 +31,8 @@ class VocabularyReplacement:
         special_token_ids: role -> adapted id, for bos/eos/pad/unk.
         source_special_token_ids: role -> source id.
         added_special_tokens: source special tokens that the target lacked and that were appended.
+        added_template_tokens: ordinary (not special) added tokens of the source that its chat template writes
+            (Qwen3's ``<think>``, DeepSeek-V3's ``<｜User｜>``), that the target lacked and that were appended.
         source_vocab_size: ``len(source_tokenizer)``.
     """
 
@@ -40,6 +43,7 @@ class VocabularyReplacement:
     special_token_ids: dict[str, int] = field(default_factory=dict)
     source_special_token_ids: dict[str, int] = field(default_factory=dict)
     added_special_tokens: list[str] = field(default_factory=list)
+    added_template_tokens: list[str] = field(default_factory=list)
     source_vocab_size: int = 0
 
     @property
@@ -53,26 +57,46 @@ def _source_special_contents(source_tokenizer: Any) -> list[str]:
     return [token.content for _, token in sorted(added.items()) if token.special]
 
 
+def _template_tokens(source_tokenizer: Any) -> list[Any]:
+    """The source's ordinary added tokens that its chat template writes (as ``AddedToken``s, flags kept)."""
+    template = getattr(source_tokenizer, "chat_template", None) or ""
+    added = source_tokenizer.backend_tokenizer.get_added_tokens_decoder()
+    return [token for _, token in sorted(added.items()) if not token.special and token.content in template]
+
+
 def replace_vocabulary(source_tokenizer: Any, target_tokenizer: Any) -> VocabularyReplacement:
     """Adapt ``target_tokenizer`` to stand in for ``source_tokenizer`` in the source model.
 
     The target is copied, never changed. Source special tokens missing from the target are appended as special
-    tokens (after all target ids); roles and bos/eos insertion follow the source; the chat template is the
-    source's (the target's own if the source has none).
+    tokens (after all target ids), and so are the ordinary added tokens the source's chat template writes (Qwen3's
+    ``<think>``, with their flags); a source special the target holds as a normal token becomes special at its id.
+    Roles and bos/eos insertion follow the source; the chat template is the source's (the target's own if the
+    source has none). Raises unless every one of those tokens ends up mapped to its source id.
     """
     from tokenizers import AddedToken
 
     adapted = copy.deepcopy(target_tokenizer)
     present = set(adapted.get_vocab())
+    highest = max(adapted.get_vocab().values(), default=-1)
     missing = [content for content in _source_special_contents(source_tokenizer) if content not in present]
     for role in SPECIAL_ROLES:
         content = getattr(source_tokenizer, f"{role}_token", None)
         if content and str(content) not in present and str(content) not in missing:
             missing.append(str(content))
-    if missing:
+    target_specials = {t.content for t in adapted.backend_tokenizer.get_added_tokens_decoder().values() if t.special}
+    ordinary_in_target = [content for content in _source_special_contents(source_tokenizer)
+                          if content in present and content not in target_specials]  # fmt: skip
+    if missing or ordinary_in_target:  # one the target has as a normal token becomes special at the same id
         adapted.backend_tokenizer.add_special_tokens(
-            [AddedToken(content, special=True, normalized=False) for content in missing]
+            [AddedToken(content, special=True, normalized=False) for content in missing + ordinary_in_target]
         )
+    ordinary = [token for token in _template_tokens(source_tokenizer) if token.content not in present]
+    if ordinary:  # without them the template's <think> would be spelled out in pieces and lose its source row
+        adapted.backend_tokenizer.add_tokens(ordinary)
+    appended = {content: adapted.convert_tokens_to_ids(content) for content in missing + [t.content for t in ordinary]}
+    if any(token_id is None or token_id <= highest for token_id in appended.values()):  # a gap in the target's ids
+        raise UserError(f"appending the source's special tokens to the target tokenizer gave them ids already in use "
+                        f"({appended}); the target's vocabulary skips ids: save it with its ids numbered without gaps")
     for role in SPECIAL_ROLES:
         content = getattr(source_tokenizer, f"{role}_token", None)
         if content:
@@ -83,6 +107,7 @@ def replace_vocabulary(source_tokenizer: Any, target_tokenizer: Any) -> Vocabula
         adapted.chat_template = source_tokenizer.chat_template
     overlap = token_overlap(source_tokenizer, adapted)
     shared = overlap.target_to_source
+    _check_carried(source_tokenizer, adapted, shared)
     return VocabularyReplacement(
         tokenizer=adapted,
         target_to_source=shared,
@@ -91,8 +116,28 @@ def replace_vocabulary(source_tokenizer: Any, target_tokenizer: Any) -> Vocabula
         special_token_ids={role: ids[0] for role, ids in overlap.special_roles.items()},
         source_special_token_ids={role: ids[1] for role, ids in overlap.special_roles.items()},
         added_special_tokens=missing,
+        added_template_tokens=[token.content for token in ordinary],
         source_vocab_size=len(source_tokenizer),
     )
+
+
+def _check_carried(source_tokenizer: Any, adapted: Any, shared: dict[int, int]) -> None:
+    """Raise unless every special token of the source, and every added token its chat template writes, is in the
+    adapted tokenizer with the same special flag and mapped to its source id (its row is the source's)."""
+    source_added = source_tokenizer.backend_tokenizer.get_added_tokens_decoder()
+    adapted_added = adapted.backend_tokenizer.get_added_tokens_decoder()
+    template = getattr(source_tokenizer, "chat_template", None) or ""
+    problems = []
+    for source_id, token in source_added.items():
+        if not (token.special or token.content in template):
+            continue
+        token_id = adapted.convert_tokens_to_ids(token.content)
+        carried = adapted_added.get(token_id)
+        if carried is None or carried.special != token.special or shared.get(token_id) != source_id:
+            problems.append(f"{token.content!r} (source id {source_id}, adapted id {token_id})")
+    if problems:
+        raise RuntimeError(f"the adapted tokenizer lost the source's special tokens or their rows: "
+                           f"{', '.join(problems[:5])}{' ...' if len(problems) > 5 else ''}")
 
 
 def embedding_rows(vocab_size: int, source_config_vocab: int, source_vocab_size: int, multiple: int | None) -> int:

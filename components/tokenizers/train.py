@@ -154,8 +154,12 @@ def train_tokenizer_from_iterator(
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"{out_dir} exists and is not empty; choose another folder or pass overwrite")
     plan = plan_special_tokens(like, kind, special_tokens)
-    if vocab_size <= len(plan.tokens) + (256 if kind.startswith("spm") else 0):
-        raise ValueError(f"vocab_size {vocab_size} is too small for kind {kind!r}: raise it above the base alphabet")
+    floor = len(plan.tokens) + (256 if kind.startswith("spm") else 0)
+    if vocab_size <= floor:  # like=Gemma-3 carries 6,415 added tokens: it needs more than 6,671
+        parts = [f"{len(plan.tokens):,} special and added tokens" + (" carried from `like`" if like is not None else "")]
+        parts += ["256 byte pieces"] if kind.startswith("spm") else []
+        raise ValueError(f"vocab_size {vocab_size} is too small for kind {kind!r}: its base alphabet is "
+                         f"{' + '.join(parts)}; raise it above {floor:,}")
     lines = iter(lines)
     first = next(lines, None)
     if first is None:

@@ -16,7 +16,8 @@ from transformers import PreTrainedTokenizerFast
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers import expand
-from vocadapt.components.tokenizers.expand import expand_with_top_k, unreachable_tokens
+from vocadapt.components.tokenizers.expand import check_source_ids, expand_with_top_k, unreachable_tokens
+from vocadapt.components.tokenizers.replace import replace_vocabulary
 
 LINES = [
     "la casa è bella e grande, la città è antica",
@@ -125,3 +126,37 @@ def test_an_added_token_sharing_an_id_with_another_token_is_refused(auxiliary):
     assert source.convert_tokens_to_ids("<|begin_of_text|>") == vocab[last]
     with pytest.raises(UserError, match=r"<\|begin_of_text\|>.*id \d+.*one id, two tokens"):
         expand_with_top_k(source, auxiliary, LINES, 20)
+
+
+@pytest.mark.parametrize("added, message", [
+    ([_added_entry("<s>", 3)], "vocabulary holds it at id 0"),
+    ([_added_entry("<x>", 5), _added_entry("<y>", 5)], "share id 5"),
+])  # fmt: skip
+def test_other_ambiguous_ids_in_a_tokenizer_json_are_refused(added, message):
+    """Layouts ``tokenizers`` never loads into memory but a tokenizer.json may hold: refused, naming the ids."""
+    data = {"model": {"vocab": {"<s>": 0, "a": 1, "b": 2}}, "added_tokens": added}
+    with pytest.raises(UserError, match=message):
+        check_source_ids(data)
+
+
+def test_replace_makes_a_special_the_target_holds_as_a_normal_token_special_at_its_id():
+    source = _llama3_layout()
+    data = _bpe(300, [])
+    data["model"]["vocab"]["<|eot_id|>"] = len(data["model"]["vocab"])  # a normal entry of the target
+    target = _load(data)
+    replacement = replace_vocabulary(source, target)
+    tokenizer = replacement.tokenizer
+    eot = target.convert_tokens_to_ids("<|eot_id|>")
+    assert _ids(tokenizer)["<|eot_id|>"] == (eot, True)
+    assert replacement.target_to_source[eot] == source.convert_tokens_to_ids("<|eot_id|>")
+    assert replacement.target_to_source[tokenizer.bos_token_id] == source.bos_token_id
+    assert replacement.added_special_tokens == ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>"]
+
+
+def test_replace_refuses_a_target_whose_ids_skip_one():
+    """Appending to a vocabulary with a hole would put the family's specials on ids the target already uses."""
+    data = _bpe(300, [])
+    vocab = data["model"]["vocab"]
+    vocab[max(vocab, key=vocab.get)] += 1
+    with pytest.raises(UserError, match="ids already in use"):
+        replace_vocabulary(_llama3_layout(), _load(data))

@@ -158,3 +158,36 @@ def test_replace_carries_every_added_token_with_its_role_and_source_row(adapted,
     assert inserts_bos_eos(tokenizer) == inserts_bos_eos(source)
     assert _round_trips(tokenizer, corpora["it"] + corpora["en"]) == []
     assert len(replacement.new_token_ids) >= 100  # learned Italian tokens the family lacks: rows to initialise
+
+
+def test_replace_with_a_foreign_target_appends_the_specials_and_template_tokens(adapted, auxiliary):
+    """A target not trained ``like`` the family (the auxiliary tokenizer): the family's specials and the ordinary
+    added tokens its chat template writes (Qwen3's <think>) are appended after the target's ids, with their flags,
+    and keep their source rows."""
+    name, source, _, _ = adapted
+    replacement = replace_vocabulary(source, auxiliary)
+    tokenizer, template = replacement.tokenizer, source.chat_template or ""
+    added = _added(tokenizer)
+    needed = {i: token for i, token in _added(source).items() if token[1] or token[0] in template}
+    assert needed
+    for source_id, (content, special) in needed.items():
+        token_id = tokenizer.convert_tokens_to_ids(content)
+        assert added.get(token_id) == (content, special), content
+        assert replacement.target_to_source.get(token_id) == source_id, content
+    appended = replacement.added_special_tokens + replacement.added_template_tokens
+    assert sorted(tokenizer.convert_tokens_to_ids(appended)) == list(range(len(auxiliary), len(tokenizer)))
+    assert ("<think>" in replacement.added_template_tokens) == (name == "qwen3")
+    for role, token_id in replacement.special_token_ids.items():
+        assert getattr(tokenizer, f"{role}_token") == getattr(source, f"{role}_token")
+        assert replacement.target_to_source[token_id] == getattr(source, f"{role}_token_id")
+    if template:
+        assert tokenizer.apply_chat_template(CONVERSATION, tokenize=False) == source.apply_chat_template(
+            CONVERSATION, tokenize=False)  # fmt: skip
+
+
+def test_train_like_gemma3_below_what_it_carries_is_refused_naming_the_floor(load_family_tokenizer, tmp_path):
+    with pytest.raises(ValueError, match=r"6,415 special and added tokens carried from `like` \+ 256 byte pieces; "
+                                         r"raise it above 6,671"):  # fmt: skip
+        train_tokenizer_from_iterator(iter(["ciao"]), "spm-bpe", 4000, tmp_path / "t",
+                                      like=load_family_tokenizer("gemma3"), show_progress=False)  # fmt: skip
+    assert not (tmp_path / "t").exists()
