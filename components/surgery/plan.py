@@ -64,7 +64,7 @@ def highest_token_id(tokenizer: Any) -> int:
 
 def check_tokenizer_fits(tokenizer: Any, rows: int, *, what: str = "the source tokenizer",
                          rows_from: str = "its input-embedding matrix") -> None:
-    """Refuse a tokenizer with ids past the model's last embedding row (PITFALLS 7): such an id has no row to copy
+    """Refuse a tokenizer with ids past the model's last embedding row: such an id has no row to copy
     or keep, and on a GPU it crashes the model. A tokenizer smaller than the rows (padding) is fine. ``rows_from``
     says where ``rows`` was read (the matrix, or config.json's vocab_size)."""
     highest = highest_token_id(tokenizer)
@@ -134,7 +134,9 @@ def plan_vocabulary(
     default_rows = max(source_rows, highest) if mode == "expand" else highest
     rows = default_rows if target_vocab_rows is None else int(target_vocab_rows)
     if rows < highest:
-        raise ValueError(f"target_vocab_rows={rows} is smaller than the target's highest token id + 1 ({highest})")
+        raise UserError(f"target_vocab_rows (--rows) {rows:,} is smaller than the target tokenizer's highest id + 1 "
+                        f"({highest:,}): ids {rows:,}..{highest - 1:,} would have no row; give at least {highest:,} "
+                        "rows, or leave it unset to size the matrices by the tokenizer")
     bad_sources = [s for s in target_to_source.values() if not 0 <= s < source_rows]
     if bad_sources:
         raise ValueError(f"target_to_source points at source rows that do not exist: {bad_sources[:5]} (rows: {source_rows})")

@@ -1,4 +1,4 @@
-"""``vocadapt params`` on every family's real config (issue 28, point 3): the published parameter counts.
+"""``vocadapt params`` on every family's real config: the published parameter counts.
 
 Each config.json is written from the catalogue's architecture numbers (``families.yaml``, copied from the hub's
 config.json) by transformers' own config class, then counted by the command on the meta device. The figures asserted
