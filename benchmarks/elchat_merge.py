@@ -36,6 +36,8 @@ def main() -> None:
                         ", ".join(ARMS))
     parser.add_argument("--chat-only", default="", help="comma-separated arms scored on the chat turn alone (their "
                         "other scores taken from the adapt run, which computes them the same way)")
+    parser.add_argument("--rates", default=None, help="layer -> chat share, YAML (default: ElChat's "
+                        "{0: 0.3, 1: 0.5, -2: 0.5, -1: 0.3})")
     parser.add_argument("--json", type=Path, required=True)
     args = parser.parse_args()
 
@@ -64,7 +66,9 @@ def main() -> None:
         merge_seconds = None
         if folder is None:
             folder = args.out / arm
-            settings = MergeSettings(**ARMS[arm])
+            import yaml
+
+            settings = MergeSettings(**ARMS[arm], **({"rates": yaml.safe_load(args.rates)} if args.rates else {}))
             merge_started = time.perf_counter()
             merge_model_folders(args.adapted, chat_dir, folder, settings)
             merge_seconds = time.perf_counter() - merge_started
