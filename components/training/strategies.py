@@ -209,7 +209,9 @@ class NewRows:
         hidden = args[0] if args else kwargs["input"]
         bias = module.bias[self.new_ids.to(output.device)] if module.bias is not None else None
         new = F.linear(hidden, self.head_rows.to(hidden.dtype), bias)
-        return output.index_copy(-1, self.new_ids.to(output.device), new.to(output.dtype))
+        # in place: a linear layer keeps its input and weight for the backward pass, never its output, so no second
+        # batch x length x vocabulary tensor is made (gradients reach the old columns' input path masked, as they should)
+        return output.index_copy_(-1, self.new_ids.to(output.device), new.to(output.dtype))
 
     @torch.no_grad()
     def write_back(self, keep_rows: bool = True) -> None:
