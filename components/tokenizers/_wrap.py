@@ -128,7 +128,8 @@ def _with_flags(backend: Any, flags: dict[str, dict[str, bool]]):
     for token in data["added_tokens"]:
         token.update(flags.get(token["content"], {}))
     rebuilt = Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
-    moved = {t: (backend.token_to_id(t), rebuilt.token_to_id(t)) for t in flags if backend.token_to_id(t) != rebuilt.token_to_id(t)}
+    moved = {token: (backend.token_to_id(token), rebuilt.token_to_id(token)) for token in flags
+             if backend.token_to_id(token) != rebuilt.token_to_id(token)}  # fmt: skip
     if moved:
         raise RuntimeError(f"setting the flags of added tokens moved them: {moved}")
     return rebuilt

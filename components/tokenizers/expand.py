@@ -12,6 +12,8 @@ ordered by piece score, so appending a merge last is giving its piece the lowest
 tokenizer already produces for its text (without them BPE never emits it), found by ``plan_merges`` and checked by
 replaying BPE before it is kept. The JSON of the source is edited in place, so flags such as ``ignore_merges`` and
 ``byte_fallback`` survive (rebuilding Llama-3's BPE from vocabulary and merges drops ``ignore_merges``).
+New tokens take ids after the highest id in use, and every added token (Llama-3's specials above the vocabulary,
+Gemma-3's inside it) keeps its id, content and flag: ``check_ids_kept`` refuses a result where one moved.
 """
 
 from __future__ import annotations
