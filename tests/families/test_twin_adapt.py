@@ -1,0 +1,181 @@
+"""`vocadapt adapt` on twins resolved by their real hub ids, as a user with the hub runs it: a reduced-width twin of
+Llama-3.1 (byte-level BPE, 256 added specials at 128000..) and of Mistral-7B-v0.1 (a SentencePiece
+``tokenizer.model``) sits in a huggingface_hub cache under ``meta-llama/Llama-3.1-8B`` and
+``mistralai/Mistral-7B-v0.1``; the command runs in its own process with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE``
+there, expands the vocabulary by a few hundred Italian tokens, runs two LAPT steps on Ray, evaluates, and registers
+the best model on a real MLflow server. The registered version must say it is a twin, and the checkpoint must keep
+every special token's id and row and name its tokenizer's ids in its config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.families.test_twins import reduced_twin  # noqa: F401  (the session fixture, shared with test_twins.py)
+from tests.mlflow_server import mlflow_server
+from tests.pipelines.tiny_world import tiny_config_overrides
+
+pytestmark = pytest.mark.timeout(900)
+
+FAMILIES = ("llama3_1", "mistral_v1")
+NEW_TOKENS = 300
+# Both adaptations run in one process, one after the other, through the command line's own entry point (Typer's
+# runner): a user's shell runs them as two processes; one process starts Python, transformers and the local Ray
+# cluster once instead of twice (about a minute on the loaded 2-core machine).
+DRIVER = """
+import json, sys
+from typer.testing import CliRunner
+from vocadapt.cli.app import app
+
+for name, arguments in json.loads(sys.argv[1]).items():
+    result = CliRunner().invoke(app, arguments)
+    print(f"=== {name} exit {result.exit_code}\\n{result.output}", flush=True)
+    if result.exit_code != 0:
+        if result.exception is not None and result.exit_code == 1:
+            import traceback
+            traceback.print_exception(result.exception)
+        sys.exit(result.exit_code)
+"""
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory, reduced_twin) -> dict[str, Path]:  # noqa: F811
+    """A hub cache (``<root>/hub``) holding the two twins under their real hub ids; returns {family: twin folder}."""
+    from vocadapt.platform.families.catalogue import model_family
+    from vocadapt.platform.families.twins import install_twin_in_hub_cache
+
+    root = tmp_path_factory.mktemp("twin-hub")
+    for name in FAMILIES:
+        install_twin_in_hub_cache(reduced_twin(name), model_family(name).hub_id, root / "hub")
+    return {name: reduced_twin(name) for name in FAMILIES} | {"cache": root / "hub"}
+
+
+@pytest.fixture(scope="module")
+def adapted(tmp_path_factory, hub_cache, fixture_corpora):
+    """Both adaptations, tracked by one MLflow server, with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE`` set as a user
+    sets them: yields (url, {family: (the --json report, the console output)}) while the server is up."""
+    from vocadapt.platform.families.catalogue import model_family
+
+    workdir = tmp_path_factory.mktemp("twin-adapt")
+    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
+    runs = {}
+    for name in FAMILIES:
+        overrides = tiny_config_overrides(Path("unused"), corpora, workdir, **{
+            "name": f"twin-{name}", "source.model": model_family(name).hub_id, "init.mode": "expand",
+            "init.methods": "[fvt]", "tokenizer.vocab_size": "2000", "tokenizer.expand_top_k": str(NEW_TOKENS),
+            "tokenizer.protect_lexicon": "null", "tracking.experiment": "twin-e2e", "tracking.energy": "false",
+            "evaluation.max_documents": "8", "evaluation.side_by_side_items": "2",
+        })
+        runs[name] = ["adapt", *[arg for override in overrides for arg in ("--set", override)],
+                      "--json", str(workdir / f"{name}.json")]
+    with mlflow_server(workdir) as url:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache["cache"]),
+               "MLFLOW_TRACKING_URI": url}
+        env.pop("HF_HOME", None)
+        done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(runs)], cwd=workdir, env=env,
+                              capture_output=True, text=True, timeout=840)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        outputs = dict(part.split("\n", 1) for part in done.stdout.split("=== ")[1:])
+        yield url, {name: (json.loads((workdir / f"{name}.json").read_text()), outputs[f"{name} exit 0"])
+                    for name in FAMILIES}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_adapt_resolves_the_hub_id_through_the_cache(adapted, hub_cache, name):
+    """The run read the twin from the hub cache's snapshot (not a folder the test named) and expanded it."""
+    from vocadapt.platform.families.catalogue import model_family
+
+    _, results = adapted
+    report, output = results[name]
+    assert report["best_method"] == "fvt"
+    assert f"registered vocadapt-it-{model_family(name).hub_id.split('/')[1].lower()} version 1" in output
+    checkpoint = _checkpoint(report)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["vocab_size"] >= model_family(name).vocab_rows + NEW_TOKENS // 2
+    assert config["vocadapt_twin"]["family"] == name  # the marker survives initialisation and LAPT
+    assert config["vocadapt_twin"]["note"] == "random weights, not the real model"
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_specials_keep_their_ids_rows_and_config_ids(adapted, hub_cache, name):
+    """Every added token of the source (Llama-3.1's 256 specials at 128000.., Mistral's <unk> <s> </s>) keeps its
+    id and text; its row is still nearest to its own source row (two LAPT steps move rows a little); the config's
+    bos/eos/pad ids are the adapted tokenizer's and the source's; new tokens take ids after every id in use."""
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoTokenizer
+
+    _, results = adapted
+    checkpoint = _checkpoint(results[name][0])
+    source = AutoTokenizer.from_pretrained(str(hub_cache[name]))
+    target = AutoTokenizer.from_pretrained(str(checkpoint))
+    source_config = json.loads((hub_cache[name] / "config.json").read_text())
+    config = json.loads((checkpoint / "config.json").read_text())
+    for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert config.get(field) == getattr(target, field) == source_config.get(field), field
+    specials = {token: token_id for token, token_id in source.get_added_vocab().items()}
+    assert specials and len(target) > len(source)
+    moved = {token: (token_id, target.convert_tokens_to_ids(token)) for token, token_id in specials.items()
+             if target.convert_tokens_to_ids(token) != token_id}
+    assert not moved, f"{len(moved)} added tokens moved (token: (source id, adapted id)): {list(moved.items())[:3]}"
+    new_ids = sorted(set(target.get_vocab().values()) - set(source.get_vocab().values()))
+    assert new_ids and new_ids[0] > max(source.get_vocab().values())
+
+    def matrix(folder: Path, name: str):
+        with safe_open(str(next(folder.glob("*.safetensors"))), framework="pt") as handle:
+            return handle.get_tensor(name).float()
+
+    for tensor in ("model.embed_tokens.weight", "lm_head.weight"):  # both untied in these families
+        before, after = matrix(hub_cache[name], tensor), matrix(checkpoint, tensor)
+        ids = torch.tensor(sorted(specials.values()))
+        nearest = torch.cdist(after[ids], before).argmin(dim=1)
+        assert torch.equal(nearest, ids), tensor
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_registered_version_says_twin(adapted, name, tmp_path):
+    """The version's tags, description and model card name the twin; no tag names the real model alone."""
+    import mlflow
+
+    url, results = adapted
+    report, _ = results[name]
+    registered_name, version = report["registered"]
+    client = mlflow.tracking.MlflowClient(url, registry_uri=url)
+    model_version = client.get_model_version(registered_name, str(version))
+    tags = model_version.tags
+    assert "twin" in tags["vocadapt.twin"] and "random weights, not the real model" in tags["vocadapt.twin"]
+    assert "twin" in model_version.description
+    assert tags["vocadapt.source_model"].endswith("(twin: random weights, not the real model)")
+    card = Path(client.download_artifacts(model_version.run_id, "model_card.md", str(tmp_path))).read_text()
+    assert "Twin, not a real model" in card and "random weights, not the real model" in card
+    assert tags["vocadapt.serve_check"]  # the serve check ran before registration
+
+
+def test_twin_passes_the_vllm_serve_check(adapted, tmp_path):
+    """The serve check's vLLM half on each adapted twin (CI builds the serving environment; here it may not exist)."""
+    import mlflow
+
+    from vocadapt.platform.evaluation.serving import serving_venv_dir, serving_venv_ready
+
+    if not serving_venv_ready():
+        pytest.skip(f"no vLLM serving environment at {serving_venv_dir()} (build it with `make serving-env`)")
+    url, results = adapted
+    client = mlflow.tracking.MlflowClient(url, registry_uri=url)
+    for name in FAMILIES:
+        registered_name, version = results[name][0]["registered"]
+        run_id = client.get_model_version(registered_name, str(version)).run_id
+        report = json.loads(Path(client.download_artifacts(run_id, "serve_check.json", str(tmp_path))).read_text())
+        vllm = [finding for finding in report["findings"] if finding["check"] == "decode (vLLM)"]
+        assert vllm and vllm[0]["status"] == "pass", (name, vllm)
+
+
+def _checkpoint(report: dict) -> Path:
+    """The registered checkpoint in the run's output (the folder the registry wrote its manifest into)."""
+    folders = [path.parent for path in Path(report["output_dir"]).rglob("vocadapt-manifest.json")]
+    assert len(folders) == 1, folders
+    return folders[0]
