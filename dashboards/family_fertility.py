@@ -53,6 +53,14 @@ def matrix_table(frame: pd.DataFrame, measure: str) -> pd.DataFrame:
     return table
 
 
+def identical_sources(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """Pairs of families whose released tokenizers give the same token counts on every text: most likely one
+    tokenizer fetched under two names, which the reader should know before comparing the rows."""
+    source = frame[frame["variant"] == "source"].pivot_table(index="display", columns="column", values="tokens_per_word")
+    names = list(source.index)
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if source.loc[a].equals(source.loc[b])]
+
+
 def published_table(matrix: dict[str, Any], frame: pd.DataFrame) -> pd.DataFrame:
     """The published figures, each beside what this matrix measured for the same family and measure on the same
     language (held-out and out-of-domain text); a figure on languages not measured here (Design choices' Hindi,
@@ -72,8 +80,9 @@ def published_table(matrix: dict[str, Any], frame: pd.DataFrame) -> pd.DataFrame
         else:  # an expansion by about 1K tokens
             value = rows[rows["variant"].isin(["expand+1000"])].set_index("text")["reduction"]
         prefix = "" if language == figure["language"] else f"{language}: "
-        measured.append(prefix + ", ".join(f"{text} {number:.3f}" for text, number in value.items())
-                        or "not measured")
+        missing = ("not measured" if figure["family"] in set(frame["family"])
+                   else "not a tokenizer of this matrix: compare the replace rows")
+        measured.append(prefix + ", ".join(f"{text} {number:.3f}" for text, number in value.items()) or missing)
     return published.assign(measured_here=measured)
 
 
@@ -94,6 +103,8 @@ def render(default_path: Path | None = None) -> None:
     st.markdown(f"**Source:** `{chosen}`  \n**Command:** `{matrix.get('command', '?')}`  \n"
                 f"**Definition:** {matrix.get('definition', '?')}")
     st.header("Fertility matrix")
+    for first, second in identical_sources(frame):
+        st.warning(f"{first} and {second} give the same tokens on every text: one vocabulary under two names?")
     labels = list(MEASURES.values())
     label = st.selectbox("Measure", labels, index=0)
     measure = next(key for key, name in MEASURES.items() if name == label)

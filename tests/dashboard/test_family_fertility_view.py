@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+
 import pytest
 
 pytestmark = pytest.mark.timeout(300)
@@ -72,3 +74,13 @@ def test_a_matrix_under_the_home_is_preferred(tmp_path, monkeypatch):
     mine.parent.mkdir(parents=True)
     mine.write_text(json.dumps({"rows": []}), encoding="utf-8")
     assert matrix_path(tmp_path) == mine
+
+
+def test_two_families_with_one_vocabulary_are_flagged(committed):
+    from vocadapt.dashboards.family_fertility import identical_sources, matrix_frame
+
+    frame = matrix_frame(committed)
+    distinct = frame.drop_duplicates(subset=["variant", "column", "tokens_per_word"])
+    assert identical_sources(distinct) == []
+    twin = frame[frame["family"] == "llama3_1"].assign(family="twin", display="Twin")
+    assert ("Llama-3.1", "Twin") in identical_sources(pd.concat([distinct, twin]))
