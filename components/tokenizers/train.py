@@ -170,7 +170,7 @@ def train_tokenizer_from_iterator(
     elif kind == "wordpiece":
         backend = _train_wordpiece(lines, vocab_size, plan, min_frequency, show_progress)
     else:
-        backend = _train_bytelevel(lines, vocab_size, plan, min_frequency, show_progress)
+        backend = _train_bytelevel(lines, vocab_size, plan, min_frequency, show_progress, like)
     fast = wrap_fast(backend, plan, like)
     if require_vocab_size and len(fast) < vocab_size:
         raise VocabularyNotReached(
@@ -189,18 +189,36 @@ def _with_progress(lines: Iterable[str], show_progress: bool) -> Iterator[str]:
     return iter(tqdm(lines, desc="reading corpus", unit=" lines", disable=not show_progress, mininterval=1.0))
 
 
-def _train_bytelevel(lines, vocab_size: int, plan: SpecialTokenPlan, min_frequency: int, show_progress: bool):
+def _train_bytelevel(lines, vocab_size: int, plan: SpecialTokenPlan, min_frequency: int, show_progress: bool,
+                     like: Any = None):
+    """Byte-level BPE; trained ``like`` a byte-level family, it splits text as that family does (its normaliser
+    and pre-tokenizer: Llama-3's digit triples and contractions, Qwen's single digits and NFC), so numbers follow
+    the family's rule and no target token spans what the family keeps apart."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
+    family = _byte_level_text_handling(like)
+    if family is not None:
+        tokenizer.normalizer, tokenizer.pre_tokenizer = family
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=plan.tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=show_progress,
     )  # fmt: skip
     tokenizer.train_from_iterator(lines, trainer=trainer)
     return tokenizer
+
+
+def _byte_level_text_handling(like: Any):
+    """``like``'s normaliser and pre-tokenizer when ``like`` is a byte-level BPE (ends its pre-tokenizer in
+    ByteLevel); None otherwise (a sentencepiece or WordPiece source keeps GPT-2's split for a byte-level target)."""
+    if like is None or not hasattr(like, "backend_tokenizer"):
+        return None
+    backend = like.backend_tokenizer
+    if backend.pre_tokenizer is None or "ByteLevel" not in backend.pre_tokenizer.__getstate__().decode("utf-8"):
+        return None
+    return backend.normalizer, backend.pre_tokenizer
 
 
 def _train_wordpiece(lines, vocab_size: int, plan: SpecialTokenPlan, min_frequency: int, show_progress: bool):
