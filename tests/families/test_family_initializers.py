@@ -1,0 +1,220 @@
+"""Every initialiser at a family's real width, rows and tokenizer, with the registry test's checks.
+
+What runs (sized to stay within about 2.5 minutes on 2 cores; the source matrices are seeded random bf16 at full
+size, ``family_surgery_world.seeded_matrix``):
+
+- every registered method on Mistral-7B-v0.1's real shape (32,000 rows x 4,096, untied head) with its real
+  SentencePiece tokenizer expanded by 300 Italian tokens (``expand_with_top_k``), in memory through
+  ``adapt_embeddings`` (the adapt pipeline's path); the methods that draw random numbers run twice (same bytes);
+- Llama-2 (32,000 x 4,096, untied) replaced by a 2,000-token Italian SentencePiece tokenizer trained like it: fvt
+  and sava, in memory;
+- the checkpoint path (``adapt_checkpoint``, streamed in bounded memory, what ``vocadapt init`` runs) on an
+  embedding-only checkpoint in the real shape of Mistral-7B-v0.1, expanded: sava; and of Gemma-3 (262,208 x 2,560,
+  tied, padded past 262,145 ids), replaced by an 8,192-token Italian tokenizer trained like it: random_token.
+
+Not run here, for time: Llama-3.1 (128,256 x 4,096 untied: 2.1 GB of bf16 matrices), Qwen3 (151,936 x 4,096
+untied: 2.5 GB; its streamed fvt expansion took 254 s on this machine under load 16) and DeepSeek-V3 (129,280 x
+7,168 untied: 3.7 GB) at full size, and every method on any family but Mistral. What padding does in expansion
+(Qwen3's new ids taking its padding rows, DeepSeek-V3's padding rows kept) is ``test_family_model_fit.py``'s, on
+the real rows at hidden size 8. Helper methods (clp, focus, omp, salt,
+sava) read a tiny helper model that uses the target tokenizer (``helper_model_dir``), wechsel the registry test's
+tiny fastText models and dictionary.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.families import family_surgery_world as world
+from tests.initializers.test_registry import OPTIONS
+from vocadapt.components.initializers import available_initializers, get_initializer
+from vocadapt.components.surgery import adapt_checkpoint, adapt_embeddings, plan_vocabulary
+from vocadapt.platform.families.catalogue import model_family
+
+METHODS = available_initializers()
+# Run twice at full width (same seed, same bytes): the methods that draw random numbers. The rest are functions of
+# the tokenizers and matrices, and every method's determinism is checked at small size by the registry test.
+# Gemma-3's tokenizer carries 6,415 added tokens (image soft tokens, reserved ones) that a target trained like it
+# keeps, so its target needs more than 6,671 tokens
+TARGET_SIZES = {"gemma3": 8192}
+SEEDED_DRAWS = ("random", "random_token")  # multivariate draws too, but a second 4,096-wide covariance costs ~10 s
+
+
+def embedding_only_model(name: str, source_input: torch.Tensor, source_output: torch.Tensor | None):
+    """The family's architecture class with no layers (built on the meta device), holding the given input
+    embeddings and, when untied, the given LM head: what surgery reads and replaces, at the real shape."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    architecture = dict(model_family(name).architecture)
+    model_type = architecture.pop("model_type")
+    architecture.pop("class")
+    architecture["num_hidden_layers"] = 0
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **architecture))
+    model.set_input_embeddings(torch.nn.Embedding.from_pretrained(source_input, freeze=False))
+    if source_output is None:
+        model.tie_weights()
+    else:
+        model.lm_head.weight = torch.nn.Parameter(source_output)
+    return model
+
+
+def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
+    """(source id, target id) of every special token of the source that the target has."""
+    vocabulary = target_tokenizer.get_vocab()
+    pairs = []
+    for token in source_tokenizer.all_special_tokens:
+        if token in vocabulary:
+            pairs.append((source_tokenizer.convert_tokens_to_ids(token), vocabulary[token]))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def mistral(family_tokenizers):
+    """Mistral-7B-v0.1's tokenizer, its expansion by 300 Italian tokens, the helper and both source matrices."""
+    from transformers import AutoTokenizer
+
+    expanded = world.expanded_tokenizer_dir("mistral_v1", str(family_tokenizers["mistral_v1"]))
+    family = model_family("mistral_v1")
+    rows, hidden = family.vocab_rows, family.architecture["hidden_size"]
+    return dict(
+        source=AutoTokenizer.from_pretrained(str(family_tokenizers["mistral_v1"])),
+        target=AutoTokenizer.from_pretrained(str(expanded)),
+        helper_dir=world.helper_model_dir(expanded),
+        input=world.seeded_matrix(rows, hidden, seed=0), output=world.seeded_matrix(rows, hidden, seed=1),
+    )
+
+
+def _adapt(name: str, method: str, mode: str, source_input, source_output, source, target, helper_dir):
+    from vocadapt.components.helpers import resolve_helper
+
+    helper = None
+    if get_initializer(method).needs_helper:
+        helper = resolve_helper(f"model:{helper_dir}", target_tokenizer=target)
+    model = embedding_only_model(name, source_input, source_output)
+    adapt_embeddings(model, source_tokenizer=source, target_tokenizer=target, method=method, mode=mode, seed=3,
+                     helper=helper, corpus_files=[world.italian_corpus_file()], options=OPTIONS.get(method))
+    return model
+
+
+def check_adapted(model, plan, source_input, source_output, source, target):
+    """Shape, finite values, shared rows copied bit for bit (embeddings and untied head), specials' rows kept, the
+    config's vocab_size covering every id, and (expansion) every source row kept at its id."""
+    new_input = model.get_input_embeddings().weight.detach()
+    new_output = model.get_output_embeddings().weight.detach()
+    hidden = source_input.shape[1]
+    assert new_input.shape == (plan.rows, hidden) and new_output.shape == (plan.rows, hidden)
+    assert new_input.dtype == source_input.dtype == torch.bfloat16
+    assert model.config.vocab_size == plan.rows >= len(target)
+    assert torch.isfinite(new_input.float()).all() and torch.isfinite(new_output.float()).all()
+    targets, sources = torch.tensor(list(plan.target_to_source)), torch.tensor(list(plan.target_to_source.values()))
+    assert torch.equal(new_input[targets], source_input[sources])
+    matrices = [(new_input, source_input)]
+    if source_output is not None:
+        assert torch.equal(new_output[targets], source_output[sources])
+        assert not torch.equal(new_output[plan.new_target_ids], new_input[plan.new_target_ids])
+        matrices.append((new_output, source_output))
+    pairs = special_pairs(source, target)
+    assert pairs, "the family's specials are in the target"
+    for new, old in matrices:
+        for source_id, target_id in pairs:
+            assert torch.equal(new[target_id], old[source_id]), (source_id, target_id)
+        assert (new[plan.new_target_ids].float().abs().sum(dim=1) > 0).all(), "every new row is set"
+    if plan.mode == "expand":
+        kept = torch.ones(source_input.shape[0], dtype=torch.bool)
+        kept[plan.new_target_ids[plan.new_target_ids < source_input.shape[0]]] = False
+        for new, old in matrices:
+            assert torch.equal(new[: source_input.shape[0]][kept], old[kept])
+    assert model.config.bos_token_id == target.bos_token_id is not None
+    assert model.config.eos_token_id == target.eos_token_id is not None
+    if plan.mode == "expand":
+        assert (target.bos_token_id, target.eos_token_id) == (source.bos_token_id, source.eos_token_id)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_at_mistral_7b_shape_expanded(method, mistral):
+    source, target = mistral["source"], mistral["target"]
+    source_input, source_output = mistral["input"], mistral["output"]
+    model = _adapt("mistral_v1", method, "expand", source_input, source_output, source, target, mistral["helper_dir"])
+    plan = plan_vocabulary(source, target, source_rows=source_input.shape[0], mode="expand")
+    assert len(plan.new_target_ids) == len(target) - len(source) > 250
+    check_adapted(model, plan, source_input, source_output, source, target)
+    if method not in SEEDED_DRAWS:
+        return
+    again = _adapt("mistral_v1", method, "expand", source_input, source_output, source, target, mistral["helper_dir"])
+    assert torch.equal(again.get_input_embeddings().weight, model.get_input_embeddings().weight)
+    assert torch.equal(again.get_output_embeddings().weight, model.get_output_embeddings().weight)
+
+
+@pytest.mark.parametrize("method", ["fvt", "sava"])
+def test_llama2_7b_shape_replaced_by_an_italian_tokenizer(method, family_tokenizers):
+    from transformers import AutoTokenizer
+
+    family = model_family("llama2")
+    target_dir = world.target_tokenizer_dir("llama2", str(family_tokenizers["llama2"]))
+    source = AutoTokenizer.from_pretrained(str(family_tokenizers["llama2"]))
+    target = AutoTokenizer.from_pretrained(str(target_dir))
+    rows, hidden = family.vocab_rows, family.architecture["hidden_size"]
+    source_input, source_output = world.seeded_matrix(rows, hidden, seed=0), world.seeded_matrix(rows, hidden, seed=1)
+    model = _adapt("llama2", method, "replace", source_input, source_output, source, target,
+                   world.helper_model_dir(target_dir))
+    plan = plan_vocabulary(source, target, source_rows=rows, mode="replace")
+    assert plan.rows == len(target) == 2000 and len(plan.target_to_source) > 500
+    check_adapted(model, plan, source_input, source_output, source, target)
+
+
+def check_checkpoint(out, record, name: str, source, target, mode: str):
+    """The adapted checkpoint read a block of rows at a time against the seeded source (never loaded whole)."""
+    import json
+
+    family = model_family(name)
+    hidden, source_rows = family.architecture["hidden_size"], family.vocab_rows
+    config = json.loads((out / "config.json").read_text())
+    assert config["vocab_size"] == record["rows"] >= len(target)
+    assert (config["bos_token_id"], config["eos_token_id"]) == (target.bos_token_id, target.eos_token_id)
+    if mode == "expand":
+        assert (target.bos_token_id, target.eos_token_id) == (source.bos_token_id, source.eos_token_id)
+    tensors = ["model.embed_tokens.weight"] + ([] if family.tied else ["lm_head.weight"])
+    assert record["tied"] == family.tied and sorted(record["tensors"].values()) == sorted(tensors)
+    new_ids = {start + offset for start, end in record["new_id_ranges"] for offset in range(end - start)}
+    plan = plan_vocabulary(source, target, source_rows=source_rows, mode=mode)
+    assert len(new_ids) == record["initialised"] == len(plan.new_target_ids)
+    for seed, tensor in enumerate(tensors):
+        rows_seen = 0
+        for first, block in world.row_blocks(out, tensor):
+            assert block.shape[1] == hidden and block.dtype == torch.bfloat16
+            assert torch.isfinite(block.float()).all()
+            rows_seen += block.shape[0]
+            if mode == "expand":  # every source row but those the new ids took is kept, padding rows included
+                ids = [i for i in range(first, min(first + block.shape[0], source_rows)) if i not in new_ids]
+                if ids:
+                    assert torch.equal(block[torch.tensor(ids) - first], world.seeded_rows(ids, hidden, seed=seed))
+        assert rows_seen == record["rows"]
+        targets = sorted(plan.target_to_source)
+        sources = [plan.target_to_source[i] for i in targets]
+        sample = slice(None, None, max(1, len(targets) // 2000))  # shared rows: a spread of 2,000 of them
+        assert torch.equal(world.read_rows(out, tensor, targets[sample]),
+                           world.seeded_rows(sources[sample], hidden, seed=seed))
+        for source_id, target_id in special_pairs(source, target):
+            assert torch.equal(world.read_rows(out, tensor, [target_id]), world.seeded_rows([source_id], hidden, seed=seed))
+        new_rows = world.read_rows(out, tensor, sorted(new_ids))
+        assert (new_rows.float().abs().sum(dim=1) > 0).all()
+
+
+@pytest.mark.parametrize("name, mode, method", [("mistral_v1", "expand", "sava"), ("gemma3", "replace", "random_token")])
+def test_checkpoint_surgery_at_the_real_shape(name, mode, method, family_tokenizers, tmp_path):
+    """``adapt_checkpoint`` (streamed) on an embedding-only checkpoint of the family's real shape: Mistral-7B-v0.1
+    untied (sava, a row-block method, with a helper model given as ``model:DIR``), Gemma-3 tied and padded."""
+    from transformers import AutoTokenizer
+
+    source_dir = world.write_family_checkpoint(tmp_path / "source", name, family_tokenizers[name])
+    target_dir = (world.expanded_tokenizer_dir(name, str(family_tokenizers[name])) if mode == "expand"
+                  else world.target_tokenizer_dir(name, str(family_tokenizers[name]), TARGET_SIZES.get(name, 2000)))
+    helper = f"model:{world.helper_model_dir(target_dir)}" if get_initializer(method).needs_helper else None
+    record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out", method, mode=mode, seed=3, helper=helper,
+                              corpus_files=[world.italian_corpus_file()], link="symlink")
+    assert record["streamed"]
+    source = AutoTokenizer.from_pretrained(str(family_tokenizers[name]))
+    target = AutoTokenizer.from_pretrained(str(target_dir))
+    check_checkpoint(tmp_path / "out", record, name, source, target, mode)
