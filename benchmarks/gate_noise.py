@@ -8,7 +8,8 @@ model's own interval. The candidate is the source with its weights rounded to bf
 neighbouring checkpoint of the same tokenizer, so the paired interval shows the noise floor of a decision between
 two close models at each count.
 
-    nice -n 10 python benchmarks/gate_noise.py [--documents 32 200 400] [--items 24 48] [--out FILE.json]
+    nice -n 10 python benchmarks/gate_noise.py [--documents 32 200 400] [--items 24 48] [--candidate-bpb-only]
+        [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, nargs="+", default=[24, 48])
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--candidate-bpb-only", action="store_true",
+                        help="score the candidate on the out-of-domain documents only (no generation: a busy 2-core "
+                        "machine takes minutes per model for the 24 translations)")
     args = parser.parse_args()
 
     import torch
@@ -52,20 +56,34 @@ def main() -> None:
     parts: dict[str, ItemParts] = {}
     started = time.perf_counter()
     score_model(model, tokenizer, items, source_tokenizer=tokenizer, prefix="source_model.", item_parts=parts)
-    score_model(neighbour, tokenizer, items, source_tokenizer=tokenizer, item_parts=parts)
+    print(f"source model scored in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.candidate_bpb_only:
+        import math
+
+        from vocadapt.components.evaluation.bootstrap import item_id, ratio_parts
+        from vocadapt.components.metrics.bits_per_byte import score_documents
+
+        for stream, texts in items.out_of_domain.items():
+            scored = score_documents(neighbour, tokenizer, texts, max_length=items.max_length)
+            parts[f"bpb_ood_{stream}"] = ratio_parts([s.nats / math.log(2) for s in scored],
+                                                     [s.bytes for s in scored], tuple(map(item_id, texts)))
+    else:
+        score_model(neighbour, tokenizer, items, source_tokenizer=tokenizer, item_parts=parts)
     seconds = time.perf_counter() - started
     rows = []
-    for key in sorted(k for k in parts if not k.startswith("source_model.")):
+    names = {k.removeprefix("source_model.") for k in parts}
+    for key in sorted(names):
         reference = parts.get(f"source_model.{key}")
         counts = args.documents if key.startswith("bpb_ood") else args.items
         for count in counts:
-            if count > len(parts[key]):
+            if count > len(parts.get(key) or parts[f"source_model.{key}"]):
                 continue
             head = lambda p: ItemParts(p.kind, p.parts[:count], p.ids[:count])  # noqa: E731
+            own = parts.get(key)
             row = {"metric": key, "items": count,
                    "source": bootstrap_interval(head(reference)).as_dict() if reference else None,
-                   "candidate": bootstrap_interval(head(parts[key])).as_dict()}
-            if reference is not None:
+                   "candidate": bootstrap_interval(head(own)).as_dict() if own else None}
+            if reference is not None and own is not None:
                 row["difference"] = paired_bootstrap(head(parts[key]), head(reference)).as_dict()
             rows.append(row)
     print(f"scored both models in {seconds:.0f} s")
