@@ -102,8 +102,28 @@ def check_source_tokenizer_fits(config: ExperimentConfig, source_model: str | Pa
     rows = model_config.get("vocab_size") or (model_config.get("text_config") or {}).get("vocab_size")
     if not isinstance(rows, int):
         return
-    check_tokenizer_fits(load_source_tokenizer(config, str(source_model)), rows,
+    source_tokenizer = load_source_tokenizer(config, str(source_model))
+    check_tokenizer_fits(source_tokenizer, rows,
                          what=f"source.model {source_model}: its tokenizer", rows_from="config.json vocab_size")
+    check_target_vocab_size(config, source_tokenizer)
+
+
+def check_target_vocab_size(config: ExperimentConfig, source_tokenizer) -> None:
+    """The target tokenizer is trained ``like`` the source, so it carries the source's special and added tokens
+    (Gemma-3: 6,415): ``tokenizer.vocab_size`` must exceed them, or training would stop after the run started."""
+    from vocadapt.components.tokenizers._wrap import plan_special_tokens
+    from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
+    from vocadapt.components.tokenizers.train import vocabulary_floor
+
+    if config.tokenizer.pretrained:
+        return
+    kind = tokenizer_settings_for(config.target.language, config.tokenizer.kind)["kind"]
+    floor = vocabulary_floor(kind, plan_special_tokens(source_tokenizer, kind, None))
+    if config.tokenizer.vocab_size <= floor:
+        raise UserError(f"tokenizer.vocab_size: {config.tokenizer.vocab_size:,} is too small for a {kind} tokenizer "
+                        f"trained like the source model's, which carries {floor:,} tokens before training any "
+                        f"(its special and added tokens{', and 256 byte pieces' if kind.startswith('spm') else ''}); "
+                        f"set tokenizer.vocab_size above {floor:,}")
 
 
 def check_output_folder(output_dir: Path, config: ExperimentConfig, overwrite: bool) -> None:

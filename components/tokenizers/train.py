@@ -154,12 +154,7 @@ def train_tokenizer_from_iterator(
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"{out_dir} exists and is not empty; choose another folder or pass overwrite")
     plan = plan_special_tokens(like, kind, special_tokens)
-    floor = len(plan.tokens) + (256 if kind.startswith("spm") else 0)
-    if vocab_size <= floor:  # like=Gemma-3 carries 6,415 added tokens: it needs more than 6,671
-        parts = [f"{len(plan.tokens):,} special and added tokens" + (" carried from `like`" if like is not None else "")]
-        parts += ["256 byte pieces"] if kind.startswith("spm") else []
-        raise ValueError(f"vocab_size {vocab_size} is too small for kind {kind!r}: its base alphabet is "
-                         f"{' + '.join(parts)}; raise it above {floor:,}")
+    check_vocab_size_above_floor(vocab_size, kind, plan, like is not None)
     lines = iter(lines)
     first = next(lines, None)
     if first is None:
@@ -181,6 +176,26 @@ def train_tokenizer_from_iterator(
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(out_dir))
+
+
+class VocabularyBelowFloor(UserError, ValueError):
+    """The vocabulary asked for is no larger than what the kind and ``like`` carry before training anything."""
+
+
+def vocabulary_floor(kind: str, plan: SpecialTokenPlan) -> int:
+    """Tokens every tokenizer of ``kind`` with ``plan``'s specials holds before training: the special and added
+    tokens (those carried from ``like`` included), plus sentencepiece's 256 byte pieces."""
+    return len(plan.tokens) + (256 if kind.startswith("spm") else 0)
+
+
+def check_vocab_size_above_floor(vocab_size: int, kind: str, plan: SpecialTokenPlan, carried: bool) -> None:
+    """Refuse (``VocabularyBelowFloor``) a ``vocab_size`` at or below :func:`vocabulary_floor`."""
+    floor = vocabulary_floor(kind, plan)
+    if vocab_size <= floor:  # like=Gemma-3 carries 6,415 added tokens: it needs more than 6,671
+        parts = [f"{len(plan.tokens):,} special and added tokens" + (" carried from `like`" if carried else "")]
+        parts += ["256 byte pieces"] if kind.startswith("spm") else []
+        raise VocabularyBelowFloor(f"vocab_size {vocab_size} is too small for kind {kind!r}: its base alphabet is "
+                                   f"{' + '.join(parts)}; raise it above {floor:,}")
 
 
 def _with_progress(lines: Iterable[str], show_progress: bool) -> Iterator[str]:
