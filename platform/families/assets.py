@@ -231,9 +231,9 @@ def reference_mismatches(folder: Path) -> list[str]:
 
     Inputs that begin with a space are left out: transformers 5 loads a Llama/Mistral SentencePiece tokenizer with a
     Metaspace that prepends '▁' only when the text does not already begin with one, where sentencepiece always adds
-    its dummy prefix (' Hello' -> ['▁Hello'] against ['▁', '▁Hello']). Measured on llama.cpp's 47 inputs: the 15 that
-    differ are exactly 15 of the 22 that begin with whitespace, every one with a space; a user of transformers gets
-    the same ids from the hub's own files, so that is the family's rule here, not a fault of the conversion."""
+    its dummy prefix (' Hello' -> ['▁Hello'] against ['▁', '▁Hello']). Measured on llama.cpp's 47 inputs: the 15
+    that differ are 15 of the 22 that begin with whitespace, every one with a space; a user of transformers gets the
+    same ids from the hub's own files, so that is the family's rule here, not a fault of the conversion."""
     from transformers import AutoTokenizer
 
     inputs = (folder / "reference" / "inputs.txt").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")

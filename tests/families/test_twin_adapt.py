@@ -1,10 +1,12 @@
-"""`vocadapt adapt` on twins resolved by their real hub ids, as a user with the hub runs it: a reduced-width twin of
-Llama-3.1 (byte-level BPE, 256 added specials at 128000..) and of Mistral-7B-v0.1 (a SentencePiece
-``tokenizer.model``) sits in a huggingface_hub cache under ``meta-llama/Llama-3.1-8B`` and
-``mistralai/Mistral-7B-v0.1``; the command runs in its own process with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE``
-there, expands the vocabulary by a few hundred Italian tokens, runs two LAPT steps on Ray, evaluates, and registers
-the best model on a real MLflow server. The registered version must say it is a twin, and the checkpoint must keep
-every special token's id and row and name its tokenizer's ids in its config."""
+"""`vocadapt adapt` on twins of every family, resolved by their real hub ids as a user with the hub runs it.
+
+A reduced-width twin of each family (Llama-3.1's 256 added specials at 128000.., Mistral-7B-v0.1's SentencePiece
+``tokenizer.model``, Llama-2, Qwen3's padded rows, Gemma-3's tied head and 6,415 added tokens, DeepSeek-V3's
+mixture of experts) sits in a huggingface_hub cache under its hub id (``meta-llama/Llama-3.1-8B``, ...); the command
+runs in its own process with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE`` there, expands the vocabulary by a few
+hundred Italian tokens, runs two LAPT steps on Ray, evaluates, and registers the best model on a real MLflow server.
+The registered version must say it is a twin, pass the serve check (vLLM included where the serving environment
+exists), and the checkpoint must keep every special token's id and row and name its tokenizer's ids in its config."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ from tests.pipelines.tiny_world import tiny_config_overrides
 
 pytestmark = pytest.mark.timeout(900)
 
-FAMILIES = ("llama3_1", "mistral_v1")
+FAMILIES = ("llama3_1", "mistral_v1", "llama2", "qwen3", "gemma3", "deepseek_v3")
+# A target tokenizer trained like Gemma-3 carries its 6,415 added tokens: it needs a larger vocabulary
+VOCAB_SIZES = {"gemma3": 8192}
 NEW_TOKENS = 300
 # Both adaptations run in one process, one after the other, through the command line's own entry point (Typer's
 # runner): a user's shell runs them as two processes; one process starts Python, transformers and the local Ray
@@ -67,7 +71,8 @@ def adapted(tmp_path_factory, hub_cache, fixture_corpora):
     for name in FAMILIES:
         overrides = tiny_config_overrides(Path("unused"), corpora, workdir, **{
             "name": f"twin-{name}", "source.model": model_family(name).hub_id, "init.mode": "expand",
-            "init.methods": "[fvt]", "tokenizer.vocab_size": "2000", "tokenizer.expand_top_k": str(NEW_TOKENS),
+            "init.methods": "[fvt]", "tokenizer.vocab_size": str(VOCAB_SIZES.get(name, 2000)),
+            "tokenizer.expand_top_k": str(NEW_TOKENS),
             "tokenizer.protect_lexicon": "null", "tracking.experiment": "twin-e2e", "tracking.energy": "false",
             "evaluation.max_documents": "8", "evaluation.side_by_side_items": "2",
         })
@@ -88,6 +93,8 @@ def adapted(tmp_path_factory, hub_cache, fixture_corpora):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_adapt_resolves_the_hub_id_through_the_cache(adapted, hub_cache, name):
     """The run read the twin from the hub cache's snapshot (not a folder the test named) and expanded it."""
+    from transformers import AutoTokenizer
+
     from vocadapt.platform.families.catalogue import model_family
 
     _, results = adapted
@@ -96,7 +103,10 @@ def test_adapt_resolves_the_hub_id_through_the_cache(adapted, hub_cache, name):
     assert f"registered vocadapt-it-{model_family(name).hub_id.split('/')[1].lower()} version 1" in output
     checkpoint = _checkpoint(report)
     config = json.loads((checkpoint / "config.json").read_text())
-    assert config["vocab_size"] >= model_family(name).vocab_rows + NEW_TOKENS // 2
+    tokenizer_size = len(AutoTokenizer.from_pretrained(str(checkpoint)))
+    assert tokenizer_size >= model_family(name).tokenizer_size + NEW_TOKENS // 2
+    # every id has a row; a padded family (Qwen3, DeepSeek-V3) gives its padding rows to new tokens first
+    assert config["vocab_size"] >= max(tokenizer_size, model_family(name).vocab_rows)
     assert config["vocadapt_twin"]["family"] == name  # the marker survives initialisation and LAPT
     assert config["vocadapt_twin"]["note"] == "random weights, not the real model"
 
@@ -109,6 +119,8 @@ def test_specials_keep_their_ids_rows_and_config_ids(adapted, hub_cache, name):
     import torch
     from safetensors import safe_open
     from transformers import AutoTokenizer
+
+    from vocadapt.platform.families.catalogue import model_family
 
     _, results = adapted
     checkpoint = _checkpoint(results[name][0])
@@ -130,7 +142,8 @@ def test_specials_keep_their_ids_rows_and_config_ids(adapted, hub_cache, name):
         with safe_open(str(next(folder.glob("*.safetensors"))), framework="pt") as handle:
             return handle.get_tensor(name).float()
 
-    for tensor in ("model.embed_tokens.weight", "lm_head.weight"):  # both untied in these families
+    tensors = ["model.embed_tokens.weight"] + ([] if model_family(name).tied else ["lm_head.weight"])
+    for tensor in tensors:
         before, after = matrix(hub_cache[name], tensor), matrix(checkpoint, tensor)
         ids = torch.tensor(sorted(specials.values()))
         nearest = torch.cdist(after[ids], before).argmin(dim=1)
