@@ -22,7 +22,7 @@ from tests.families.test_twins import reduced_twin  # noqa: F401  (the session f
 from tests.mlflow_server import mlflow_server
 from tests.pipelines.tiny_world import tiny_config_overrides
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(1800)  # six adapts in one process: 574 s at load 4 here
 
 FAMILIES = ("llama3_1", "mistral_v1", "llama2", "qwen3", "gemma3", "deepseek_v3")
 # A target tokenizer trained like Gemma-3 carries its 6,415 added tokens: it needs a larger vocabulary
@@ -83,7 +83,7 @@ def adapted(tmp_path_factory, hub_cache, fixture_corpora):
                "MLFLOW_TRACKING_URI": url}
         env.pop("HF_HOME", None)
         done = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(runs)], cwd=workdir, env=env,
-                              capture_output=True, text=True, timeout=840)
+                              capture_output=True, text=True, timeout=1700)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         outputs = dict(part.split("\n", 1) for part in done.stdout.split("=== ")[1:])
         yield url, {name: (json.loads((workdir / f"{name}.json").read_text()), outputs[f"{name} exit 0"])
