@@ -104,7 +104,7 @@ class EmbeddedAssets:
             path = self.home / relative
             if not path.is_file():
                 problems.append(f"{relative}: missing")
-            elif path.stat().st_size != expected["bytes"] or _sha256(path) != expected["sha256"]:
+            elif path.stat().st_size != expected["bytes"] or file_sha256(path) != expected["sha256"]:
                 problems.append(f"{relative}: changed since the build")
         return problems
 
@@ -268,14 +268,15 @@ def _record_files(manifest: dict[str, Any], home: Path) -> None:
 
 
 def _describe_file(path: Path) -> dict[str, Any]:
-    description: dict[str, Any] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    description: dict[str, Any] = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
     if path.suffix in {".txt", ".jsonl"}:
         with path.open("rb") as handle:
             description["lines"] = sum(1 for _ in handle)
     return description
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read a MiB at a time."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

