@@ -145,8 +145,8 @@ def _summed_nll(model, windows: list[tuple[list[int], list[int]]], batch_size: i
     return total
 
 
-def _batch_nll(model, batch: list[tuple[list[int], list[int]]], device: torch.device) -> float:
-    """Summed NLL of one batch. inputs, targets: (batch, width) right-padded; padded targets are -100."""
+def _padded(batch: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Windows as right-padded (batch, width) inputs, targets (-100 where padded) and attention mask."""
     width = max(len(inputs) for inputs, _ in batch)
     inputs = torch.zeros(len(batch), width, dtype=torch.long)
     targets = torch.full((len(batch), width), -100, dtype=torch.long)
@@ -155,6 +155,12 @@ def _batch_nll(model, batch: list[tuple[list[int], list[int]]], device: torch.de
         inputs[row, : len(window_inputs)] = torch.tensor(window_inputs)
         targets[row, : len(window_targets)] = torch.tensor(window_targets)
         mask[row, : len(window_inputs)] = 1
+    return inputs, targets, mask
+
+
+def _batch_nll(model, batch: list[tuple[list[int], list[int]]], device: torch.device) -> float:
+    """Summed NLL of one batch. inputs, targets: (batch, width) right-padded; padded targets are -100."""
+    inputs, targets, mask = _padded(batch)
     logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits  # (batch, width, vocab)
     # float32 log-softmax: bf16 logits lose ~2 decimal digits of the per-token loss
     return F.cross_entropy(
@@ -164,14 +170,7 @@ def _batch_nll(model, batch: list[tuple[list[int], list[int]]], device: torch.de
 
 def _batch_nll_rows(model, batch: list[tuple[list[int], list[int]]], device: torch.device) -> list[float]:
     """Summed NLL of each window of one batch (float32 log-softmax, as :func:`_batch_nll`)."""
-    width = max(len(inputs) for inputs, _ in batch)
-    inputs = torch.zeros(len(batch), width, dtype=torch.long)
-    targets = torch.full((len(batch), width), -100, dtype=torch.long)
-    mask = torch.zeros(len(batch), width, dtype=torch.long)
-    for row, (window_inputs, window_targets) in enumerate(batch):
-        inputs[row, : len(window_inputs)] = torch.tensor(window_inputs)
-        targets[row, : len(window_targets)] = torch.tensor(window_targets)
-        mask[row, : len(window_inputs)] = 1
+    inputs, targets, mask = _padded(batch)
     logits = model(input_ids=inputs.to(device), attention_mask=mask.to(device)).logits
     losses = F.cross_entropy(logits.float().transpose(1, 2), targets.to(device), ignore_index=-100, reduction="none")
     return losses.sum(dim=1).tolist()
