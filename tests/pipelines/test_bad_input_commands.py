@@ -190,6 +190,10 @@ CASES = [
     Case("submit unknown command", cli("submit", "--no-install", "--", "frobnicate"), ("frobnicate", "submit --")),
     Case("dashboard without a store", cli("dashboard", *NO_STORE), ("{cwd}/mlflow.db", "--tracking-uri")),
     Case("assets unknown language", cli("assets", "--lang", "zz", "--home", "{cwd}/home"), ("zz",)),
+    Case("assets unknown family", cli("assets", "--family", "llama5", "--home", "{cwd}/home"),
+         ("llama5", "known: llama3_1")),
+    Case("twin unknown family", cli("twin", "llama5", "--out", "{cwd}/twin"), ("llama5", "known: llama3_1")),
+    Case("twin unknown width", cli("twin", "llama3_1", "--width", "huge", "--out", "{cwd}/twin"), ("huge", "reduced")),
 ]
 
 
