@@ -97,7 +97,7 @@ def test_resumed_run_matches_the_uninterrupted_one(tokenizer, tmp_path, strategy
 
 
 def test_bad_settings_are_named():
-    with pytest.raises(ValueError, match=r"strategy\n.*'full', 'lora', 'two-stage', '2x2-ls', 'embeddings' or 'new-head'"):
+    with pytest.raises(ValueError, match=r"strategy\n.*'full', 'lora', 'two-stage', '2x2-ls', 'embeddings', 'new-head' or 'new-rows'"):
         LaptSettings(strategy="everything")
     with pytest.raises(ValueError, match="needs a budget"):
         LaptSettings(max_steps=0, max_tokens=None)
