@@ -154,7 +154,8 @@ def build_assets(
         manifest = manifest or {"format": MANIFEST_FORMAT, "model": None, "corpora": {}, "sources": {}, "files": {}}
         todo = [lang for lang in languages if force or lang not in manifest["corpora"]]
         lexicons = manifest.setdefault("lexicons", {})
-        lexicon_todo = [lang for lang in LEXICON_LANGUAGES if force or lang not in lexicons]
+        # a word list recorded as missing (a failed download) is tried again on every build until one is written
+        lexicon_todo = [lang for lang in LEXICON_LANGUAGES if force or "file" not in lexicons.get(lang, {})]
         vectors_todo, dictionaries_todo = _wechsel_todo(manifest, languages, force)
         if manifest["model"] is not None and not todo and not lexicon_todo and not vectors_todo + dictionaries_todo:
             return load_assets(home, languages)

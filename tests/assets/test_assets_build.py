@@ -176,13 +176,18 @@ def test_without_apt_the_bible_alone_serves_with_a_warning(tmp_path, monkeypatch
 
 
 def test_missing_word_list_is_recorded_not_fatal(tmp_path, fake):
-    """Without apt the English word list is skipped with a reason; expansion then protects the corpus alone."""
+    """Without apt the English word list is skipped with a reason (expansion then protects the corpus alone), and
+    the next build tries the download again."""
     fake.lexicon_missing = True
     assets = build_assets(tmp_path, ("it",))
     assert assets.lexicon("en") is None
     assert "offline" in assets.manifest["lexicons"]["en"]["missing"]
+    fake.lexicon_missing = False  # the download works the next time: a failed one is tried again, not cached
+    assets = build_assets(tmp_path, ("it",))
+    assert fake.lexicon_calls == ["en", "en"] and fake.model_calls == 1 and len(fake.corpus_calls) == 1
+    assert assets.lexicon("en").read_text(encoding="utf-8") == "colour\ncolor\n" and assets.verify() == []
     build_assets(tmp_path, ("it",))
-    assert fake.lexicon_calls == ["en"]  # not retried on every call; `vocadapt assets --force` retries
+    assert fake.lexicon_calls == ["en", "en"]  # once written, it is kept
 
 
 def test_an_older_build_gains_its_word_list(tmp_path, fake):

@@ -17,7 +17,8 @@ from vocadapt.platform.evaluation.serving import serving_python
 pytestmark = [
     pytest.mark.timeout(300),
     pytest.mark.skipif(not serving_python().is_file(), reason="no vLLM serving environment (ensure_serving_venv)"),
-    pytest.mark.skipif(find_spec("tenacity") is None, reason="lm-eval's API models need lm-eval[api] (tenacity)"),
+    pytest.mark.skipif(find_spec("tenacity") is None,  # worded as the serving environment: CI must not skip it
+                       reason="no vLLM serving environment client: lm-eval's API models need lm-eval[api] (tenacity)"),
 ]
 
 PROMPTS = ["E Dio disse:", "Text: Good morning.\nTranslation:", "In principio"]
