@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import yaml
 from rich.console import Console
 
+from vocadapt.components.evaluation.parameters import parameter_counts
 from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summary_json
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.pipelines.preflight import check_corpora, corpus_expectations, preflight, resolve_methods  # noqa: F401
@@ -197,7 +198,8 @@ def _run(
                 source_bpb = cache.source_bits_per_byte(
                     config, inputs, lambda: held_out_bits_per_byte(source_model, source_tokenizer, held_out, config))
         energy.add(reading)
-        tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
+        tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
+                            | {f"source_model.{k}": v for k, v in parameter_counts(source_model).items()})
         source_side_by_side = _score_source_side_by_side(config, side_by_side, source_model, source_tokenizer,
                                                          tracker, parent_id, energy, console, parent_items)
         log_gate_items(tracker, parent_id, parent_items)
@@ -368,7 +370,7 @@ def _adapt_one_method(
         target_tokenizer.save_pretrained(initial_dir)
         strip_custom_code(initial_dir)
     account(reading)
-    tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started})
+    tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started} | parameter_counts(model))
     tracker.log_dict(run_id, record, "initialisation.json")
     with measure_stage(config, "evaluation") as reading:
         zero_shot = held_out_bits_per_byte(model, target_tokenizer, held_out, config)

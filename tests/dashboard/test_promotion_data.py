@@ -1,0 +1,78 @@
+"""The promotion story's pure joins: an adapt run's figures beside its source model's, gate rows, alias events."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vocadapt.dashboards import promotion
+
+PARENT = {"source_model.benchmark.side_by_side_cloze_xx.acc_bytes": 0.50, "source_model.bpb_ood_target": 2.0,
+          "source_model.generation.tokens_per_character": 0.40, "source_model.bpb_target": 1.9,
+          "source_model.parameters.total": 1000.0, "fertility.source_tokenizer.xx.tokens_per_word": 2.0}
+METHODS = {"fvt": {"benchmark.side_by_side_cloze_xx.acc_bytes": 0.55, "bpb_ood_target": 2.1,
+                   "generation.tokens_per_character": 0.30, "generation.same_text_token_saving": 0.2,
+                   "bpb_target_zero_shot": 2.5, "bpb_target_after_lapt": 1.8, "parameters.total": 900.0,
+                   "init_seconds": 3.0},
+           "random": {"bpb_target_zero_shot": 4.0}}
+
+
+def test_every_method_figure_sits_beside_the_source_models():
+    rows = promotion.side_by_side_rows(PARENT, METHODS, "run-a").set_index(["model", "measure"])
+    assert rows.loc[("fvt", "cloze_xx acc_bytes"), "source"] == 0.50
+    assert rows.loc[("fvt", "cloze_xx acc_bytes"), "difference"] == pytest.approx(0.05)
+    assert rows.loc[("fvt", "tokens_per_character"), "difference"] == pytest.approx(-0.10)
+    assert rows.loc[("fvt", "parameters total"), "source"] == 1000.0
+    # the method's held-out bits per byte after LAPT, not step 0, against the source's
+    assert rows.loc[("fvt", "held-out bpb target"), "value"] == 1.8
+    assert rows.loc[("random", "held-out bpb target"), "value"] == 4.0
+    assert rows.loc[("source model", "bpb_ood_target"), "value"] == 2.0
+    # a figure only the method has (a floor, no source value) is shown without a difference
+    saving = rows.loc[("fvt", "same_text_token_saving")]
+    assert saving["value"] == 0.2 and pd_isna(saving["source"]) and pd_isna(saving["difference"])
+    assert not [m for m in rows.index.get_level_values("measure") if "init_seconds" in m or "fertility" in m]
+    table = promotion.wide(promotion.side_by_side_rows(PARENT, METHODS, "run-a"))
+    assert list(table.index)[0] == ("run-a", "source model")
+
+
+def pd_isna(value) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
+
+
+def test_gate_rows_carry_the_interval_and_verdict():
+    from vocadapt.components.evaluation.bootstrap import ItemParts
+    from vocadapt.platform.gates import PromotionGates, evaluate_gates
+
+    ids = tuple(f"d{i}" for i in range(6))
+    items = {"bpb_ood_target": ItemParts("ratio", [[2.0, 1.0]] * 6, ids),
+             "source_model.bpb_ood_target": ItemParts("ratio", [[2.2, 1.0], [1.8, 1.0]] * 3, ids)}
+    results = evaluate_gates({"bpb_ood_target": 2.0, "source_model.bpb_ood_target": 2.0}, PromotionGates(), "xx",
+                             items)
+    frame = promotion.gate_frame(results).set_index("gate")
+    target = frame.loc["target bits per byte"]
+    assert target["measured"] == 2.0 and target["source"] == 2.0 and target["difference"] == 0.0
+    assert target["low"] < 0 < target["high"] and target["verdict"] == "undecided"  # estimate within noise
+    assert frame.loc["source-language bits per byte", "verdict"] == "fail"  # not measured
+
+
+def test_alias_events_tell_promotions_refusals_and_rollbacks_in_order():
+    versions = {
+        1: {"vocadapt.promotion.champion.decision": "accepted", "vocadapt.promotion.champion.at": "2026-01-01T10:00",
+            "vocadapt.promotion.champion.by": "ann", "vocadapt.promotion.champion.previous": "",
+            "vocadapt.promotion.champion.restored_at": "2026-01-03T10:00"},
+        2: {"vocadapt.promotion.champion.decision": "accepted", "vocadapt.promotion.champion.at": "2026-01-02T10:00",
+            "vocadapt.promotion.champion.by": "bob", "vocadapt.promotion.champion.previous": "1",
+            "vocadapt.rollback.champion": json.dumps({"at": "2026-01-03T10:00", "by": "ann", "to": 1})},
+        3: {"vocadapt.promotion.champion.decision": "refused", "vocadapt.promotion.champion.at": "2026-01-02T12:00",
+            "vocadapt.promotion.champion.by": "bob"},
+    }
+    events = promotion.alias_events("m", {"vocadapt.alias_history.champion": "[1]"}, {"champion": "1",
+                                                                                       "candidate": "3"}, versions)
+    assert list(zip(events["version"], events["event"], events["decision"])) == [
+        (1, "promotion", "accepted"), (2, "promotion", "accepted"), (3, "promotion", "refused"),
+        (2, "rolled back", ""), (1, "restored by rollback", ""), (1, "now", ""), (3, "now", "")]
+    assert events.iloc[1]["detail"] == "from version 1" and events.iloc[3]["detail"] == "to version 1"
+    assert events.iloc[-1]["alias"] == "candidate" and events.iloc[-2]["detail"] == "history 1"
