@@ -14,22 +14,27 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from vocadapt.dashboards import family_fertility
+from vocadapt.dashboards import family_fertility, promotion_view
 from vocadapt.dashboards import runs as data
 from vocadapt.platform.tracking import resolve_tracking_uri
 
 FAMILY_FERTILITY = "Family fertility"
-VIEWS = ("MLflow runs", FAMILY_FERTILITY)  # the second reads benchmarks/family_fertility.py's JSON, not MLflow
+PROMOTION = "Promotion"
+VIEWS = ("MLflow runs", PROMOTION, FAMILY_FERTILITY)  # the last reads benchmarks/family_fertility.py's JSON
 
 
 def main() -> None:
     st.set_page_config(page_title="vocadapt", layout="wide")
-    if st.sidebar.radio("View", VIEWS) == FAMILY_FERTILITY:
+    view = st.sidebar.radio("View", VIEWS)
+    if view == FAMILY_FERTILITY:
         family_fertility.render()
         return
-    st.title("vocadapt: vocabulary adaptation runs")
     uri = st.sidebar.text_input("MLflow tracking URI", os.environ.get("MLFLOW_TRACKING_URI") or resolve_tracking_uri())
     client = data.client_for(uri)
+    if view == PROMOTION:
+        promotion_view.promotion_view(client)
+        return
+    st.title("vocadapt: vocabulary adaptation runs")
     names = data.experiment_names(client)
     if not names:
         st.warning(f"No experiments in {uri}: run `vocadapt adapt` first.")
@@ -56,13 +61,18 @@ def _comparison(client, everything: data.ExperimentRuns) -> pd.DataFrame:
     methods = methods[methods["kind"] == "method"]
     st.markdown("**Comparing:** " + ", ".join(f"`{label}`" for label in [*adapt["label"], *methods["label"],
                                                                           *evaluations["label"]]) or "nothing")
+    promotion_view.side_by_side(adapt, methods)
     _fertility(adapt)
     _bits_per_byte(methods, adapt)
     _curves(client, methods)
-    _benchmarks(evaluations)
-    _throughput(evaluations)
-    _parameters(evaluations)
-    _similarity(client, evaluations)
+    if evaluations.empty:  # an adapt run's own scores are in the side-by-side section
+        st.caption("Scores of `vocadapt evaluate` runs (lm-eval benchmarks, generation throughput, parameter "
+                   "counts, embedding similarity) appear here when an evaluation run is selected.")
+    else:
+        _benchmarks(evaluations)
+        _throughput(evaluations)
+        _parameters(evaluations)
+        _similarity(client, evaluations)
     _energy(pd.concat([adapt, methods, evaluations]))
     return adapt
 

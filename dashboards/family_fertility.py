@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -108,6 +109,17 @@ def render(default_path: Path | None = None) -> None:
     labels = list(MEASURES.values())
     label = st.selectbox("Measure", labels, index=0)
     measure = next(key for key, name in MEASURES.items() if name == label)
+    shown = frame.assign(row=frame["display"] + " / " + frame["variant"]).dropna(subset=[measure])
+    rows = list(dict.fromkeys(shown["row"]))
+    base = alt.Chart(shown).encode(x=alt.X("column:N", title=None, sort=list(dict.fromkeys(frame["column"])),
+                                           axis=alt.Axis(labelAngle=-30)),
+                                   y=alt.Y("row:N", title=None, sort=rows, axis=alt.Axis(labelLimit=300)))
+    st.altair_chart((base.mark_rect().encode(color=alt.Color(f"{measure}:Q", title=label,
+                                                             scale=alt.Scale(scheme="viridis")),
+                                             tooltip=["display", "variant", "column", measure])
+                     + base.mark_text(fontSize=10).encode(text=alt.Text(f"{measure}:Q", format=".2f"),
+                                                          color=alt.value("white")))
+                    .properties(height=alt.Step(22), width=alt.Step(80)), width="content")
     st.dataframe(matrix_table(frame, measure).style.format("{:.3f}", na_rep=""))
     st.header("Published figures beside the measured ones")
     st.dataframe(published_table(matrix, frame), hide_index=True)

@@ -85,10 +85,11 @@ def test_app_renders_every_section(filled_store, monkeypatch):
     assert "vocadapt_translation_en_xx: 1.50x" in text and "vocadapt_translation_xx_en: 0.80x" in text  # every task
     assert not [i.value for i in app.info if "No " in i.value], [i.value for i in app.info]
     assert any(MATRIX_EXPERIMENT in c.value for c in app.caption), "the matrix in another experiment is not named"
-    # deselecting every evaluation run leaves the benchmark section with its hint, not an error
+    # deselecting every evaluation run leaves their sections out, with a hint, not an error or an empty section
     app.sidebar.multiselect[1].set_value([]).run()
     assert not app.exception
-    assert any("No evaluation runs selected" in i.value for i in app.info)
+    assert any("when an evaluation run is selected" in c.value for c in app.caption)
+    assert not any("Benchmark" in h.value for h in app.header)
 
 
 def test_energy_per_run_and_stage_is_read_from_the_metrics(filled_store):

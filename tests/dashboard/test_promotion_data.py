@@ -76,3 +76,44 @@ def test_alias_events_tell_promotions_refusals_and_rollbacks_in_order():
         (2, "rolled back", ""), (1, "restored by rollback", ""), (1, "now", ""), (3, "now", "")]
     assert events.iloc[1]["detail"] == "from version 1" and events.iloc[3]["detail"] == "to version 1"
     assert events.iloc[-1]["alias"] == "candidate" and events.iloc[-2]["detail"] == "history 1"
+
+
+def _app(filled_store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from vocadapt.cli.commands.dashboard import app_path
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", filled_store)
+    monkeypatch.setenv("VOCADAPT_DASHBOARD_EXPERIMENT", "kestrel-experiment")
+    return AppTest.from_file(str(app_path()), default_timeout=120).run()
+
+
+def test_app_shows_each_method_beside_the_source_model(filled_store, monkeypatch):
+    from tests.dashboard.fake_store import ADAPT_RUN, SOURCE_SIDE_BY_SIDE, method_side_by_side
+    from vocadapt.dashboards.promotion_view import figure
+
+    app = _app(filled_store, monkeypatch)
+    assert not app.exception
+    assert any("Side by side with the source model" in h.value for h in app.header)
+    text = "\n".join(m.value for m in app.markdown)
+    table = next(line for line in text.splitlines() if line.startswith("| `" + ADAPT_RUN) and "sava" in line)
+    assert figure(method_side_by_side(1)["benchmark.side_by_side_translation_en_xx.chrf"]) in table
+    assert figure(method_side_by_side(1)["parameters.total"]) == "120,001" and "120,001" in table
+    source = next(line for line in text.splitlines() if line.startswith("| `") and "source model" in line)
+    assert all(figure(value) in source for value in SOURCE_SIDE_BY_SIDE.values())
+    assert not any("No evaluation runs selected" in i.value for i in app.info)
+
+
+def test_promotion_view_shows_the_gates_and_the_recorded_decision(filled_store, monkeypatch):
+    from tests.dashboard.fake_store import REGISTERED
+
+    app = _app(filled_store, monkeypatch)
+    app.sidebar.radio[0].set_value("Promotion").run()
+    assert not app.exception
+    headers = [h.value for h in app.header]
+    assert f"{REGISTERED} version 1: gates against the source model" in headers
+    text = "\n".join(m.value for m in app.markdown)
+    assert "| target bits per byte | 2.2500 | 2.2500 |" in text  # sava's out-of-domain bpb vs the source's
+    assert "**fail**" in text and "no interval" in text
+    history = app.table[0].value
+    assert list(history["event"]) == ["promotion", "now"] and list(history["decision"]) == ["refused", ""]
