@@ -226,10 +226,42 @@ def stream_completion(tokenizer, prompt_ids: list[int], output_ids: list[int]) -
     return "".join(stream.step(tokenizer.backend_tokenizer, token_id) or "" for token_id in output_ids)
 
 
-def _mismatches(cases, expected, got, what: str) -> list[str]:
-    found = [f"{case['text']!r}: transformers {want!r}, {what} {have!r}"
-             for case, want, have in zip(cases, expected, got) if want != have]
+def _mismatches(cases, expected, got, what: str, tokenizer=None) -> list[str]:
+    """One line per case whose ``got`` text differs from transformers' ``expected``; with ``tokenizer``, the line
+    names the first token whose text the other side does not reproduce."""
+    found = []
+    for case, want, have in zip(cases, expected, got, strict=True):
+        if want != have:
+            where = f" at {first_differing_token(tokenizer, case['prompt_ids'] + case['output_ids'], have)}" \
+                if tokenizer is not None else ""
+            found.append(f"{case['text']!r}{where}: transformers {want!r}, {what} {have!r}")
     return found
+
+
+def token_name(tokenizer, token_id: int) -> str:
+    """``id 123 'Ġcittà'``: a token as an error message names it (its stored string, never ``decode([id])``)."""
+    return f"id {token_id} {tokenizer.convert_ids_to_tokens(int(token_id))!r}"
+
+
+def first_differing_token(tokenizer, ids: list[int], text: str, start: int = 0) -> str:
+    """The first token of ``ids[start:]`` whose text ``text`` does not continue with: the part of transformers'
+    decode of the ids up to and including it that the whole decode keeps (a partial character's U+FFFD may become
+    a character with the next token) is not a prefix of ``text``."""
+    whole = tokenizer.decode(ids, skip_special_tokens=True)
+    for position in range(start, len(ids)):
+        decoded = tokenizer.decode(ids[: position + 1], skip_special_tokens=True)
+        kept = next((length for length in range(len(decoded), -1, -1) if whole.startswith(decoded[:length])), 0)
+        if not text.startswith(decoded[:kept]):
+            return f"token {position - start} ({token_name(tokenizer, ids[position])})"
+    return f"the end (the other side continues after token {len(ids) - start - 1})"
+
+
+def encode_mismatch(tokenizer, want: list[int], have: list[int], other: str = "vLLM") -> str:
+    """Where two token sequences part (transformers' ``want``, ``other``'s ``have``): the position and both tokens."""
+    position = next((i for i, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
+    ours = token_name(tokenizer, want[position]) if position < len(want) else "nothing"
+    theirs = token_name(tokenizer, have[position]) if position < len(have) else "nothing"
+    return f"token {position}: transformers {ours}, {other} {theirs}"
 
 
 def check_decoding_here(tokenizer, cases) -> Finding:
@@ -239,7 +271,7 @@ def check_decoding_here(tokenizer, cases) -> Finding:
                        "path, checked only in the vLLM environment")
     served = [tokenizer.decode(c["prompt_ids"], skip_special_tokens=True)
               + stream_completion(tokenizer, c["prompt_ids"], c["output_ids"]) for c in cases]
-    bad = _mismatches(cases, expected, served, "streamed")
+    bad = _mismatches(cases, expected, served, "streamed", tokenizer)
     return Finding("decode (streamed, tokenizers)", "fail" if bad else "pass",
                    "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "") if bad else
                    f"{len(cases)} probe completions decode identically in full and streamed")
@@ -289,17 +321,61 @@ def check_decoding_vllm(model_dir: Path, tokenizer, cases, venv: Path | None = N
         temporary = cache.with_suffix(".tmp")
         temporary.write_text(json.dumps(report), encoding="utf-8")
         temporary.replace(cache)
+    return compare_vllm_report(tokenizer, cases, report)
+
+
+def compare_vllm_report(tokenizer, cases, report: dict[str, Any]) -> Finding:
+    """The vLLM half's verdict on ``vllm_decode_probe.py``'s report: each case's encoding, decode and streamed
+    completion must equal transformers'; a difference names the case and the first token that differs."""
+    check = "decode (vLLM)"
     results = report["results"]
+    if len(results) != len(cases):
+        return Finding(check, "fail", f"vLLM answered {len(results)} probe cases of {len(cases)}")
     expected = [tokenizer.decode(c["prompt_ids"] + c["output_ids"], skip_special_tokens=True) for c in cases]
-    bad = _mismatches(cases, expected, [r["decode"] for r in results], "vLLM decode")
+    bad = _mismatches(cases, expected, [r["decode"] for r in results], "vLLM decode", tokenizer)
     bad += _mismatches(cases, expected, [r["prompt_decode"] + r["completion"] for r in results],
-                       f"vLLM streamed ({report['detokenizer']})")
-    bad += [f"{c['text']!r}: transformers encodes {c['plain_ids']}, vLLM {r['encode']}"
-            for c, r in zip(cases, results) if c["plain_ids"] != r["encode"]]
+                       f"vLLM streamed ({report['detokenizer']})", tokenizer)
+    bad += [f"{c['text']!r} at {encode_mismatch(tokenizer, c['plain_ids'], r['encode'])}: transformers encodes "
+            f"{c['plain_ids']}, vLLM {r['encode']}" for c, r in zip(cases, results) if c["plain_ids"] != r["encode"]]
     return Finding(check, "fail" if bad else "pass",
                    "; ".join(bad[:3]) + (f" (+{len(bad) - 3} more)" if len(bad) > 3 else "") if bad else
                    f"{len(cases)} probe cases encode, decode and stream identically in vLLM "
                    f"({report['detokenizer']})")
+
+
+# ---------------------------------------------------------------------------------------- served answers
+
+
+def greedy_decode(model_dir: Path, prompt: str, max_new_tokens: int) -> list[int]:
+    """The token ids transformers' greedy decode appends to ``prompt`` (special tokens added as the tokenizer adds
+    them): what every served answer of the checkpoint (vLLM, ``vocadapt serve``, the pyfunc, ``mlflow models
+    serve``) is compared with."""
+    import torch
+
+    from vocadapt.platform.model_loading import load_model
+
+    model, tokenizer = load_model(Path(model_dir), what="model to compare with its served answers")
+    encoded = tokenizer(prompt, return_tensors="pt")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        generated = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+    return generated[0, encoded["input_ids"].shape[1]:].tolist()
+
+
+def served_answer_mismatch(tokenizer, expected_ids: list[int], served_text: str,
+                           served_ids: list[int] | None = None, *, first_tokens: int = 4) -> str | None:
+    """None when a served completion is transformers' greedy one: the same first ``first_tokens`` ids (where the
+    server reports its ids) and the same text (special tokens skipped); otherwise what differs, naming the token."""
+    expected_text = tokenizer.decode(expected_ids, skip_special_tokens=True)
+    if served_ids is not None and list(served_ids[:first_tokens]) != list(expected_ids[:first_tokens]):
+        where = encode_mismatch(tokenizer, list(expected_ids[:first_tokens]), list(served_ids[:first_tokens]),
+                                "served")
+        return f"the served answer's first tokens differ from transformers' greedy decode at {where}"
+    if served_text == expected_text:
+        return None
+    return (f"the served answer differs from transformers' greedy decode at "
+            f"{first_differing_token(tokenizer, expected_ids, served_text)}: transformers {expected_text!r}, "
+            f"served {served_text!r}")
 
 
 # ------------------------------------------------------------------------------------------------- entry

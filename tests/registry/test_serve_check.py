@@ -55,15 +55,71 @@ def _untie(model_dir: Path, *, keep_head: bool, different: bool = False) -> None
     save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
 
 
+def _vllm_ran(finding) -> None:
+    """A vLLM half reported as skipped skips the test with the serving environment's wording, which CI
+    (VOCADAPT_REQUIRE_VLLM=1, tests/conftest.py) turns into a failure: there it must pass, not skip."""
+    if finding.status == "skipped":
+        pytest.skip(f"the serve check's vLLM half did not run: {finding.detail}")
+
+
 def test_the_tiny_model_passes_and_every_check_is_reported(tiny_model, tmp_path):
     from vocadapt.platform.serve_check import check_servable
 
     report = check_servable(_copy(tiny_model, tmp_path))
     statuses = {finding.check: finding.status for finding in report.findings}
-    assert report.passed, report.findings
+    assert list(statuses) == ["embedding rows", "token ids", "head", "decode (streamed, tokenizers)",
+                              "decode (vLLM)"], report.findings
     assert statuses["embedding rows"] == statuses["token ids"] == statuses["head"] == "pass"
     assert statuses["decode (streamed, tokenizers)"] == "pass"
-    assert statuses["decode (vLLM)"] in ("pass", "skipped")
+    _vllm_ran(report.findings[-1])
+    assert statuses["decode (vLLM)"] == "pass" and report.passed, report.findings
+
+
+def test_a_tokenizer_vllm_decodes_differently_fails_the_vllm_half_naming_the_token(tiny_model, tmp_path):
+    """transformers' decode with clean_up_tokenization_spaces rewrites " ," to ","; vLLM's engine streams the text
+    unchanged. Run on vLLM itself (the check above it would stop registration first)."""
+    import re
+
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serve_check import check_decoding_vllm, probe_cases
+
+    model_dir = _copy(tiny_model, tmp_path)
+    _edit_json(model_dir / "tokenizer_config.json", clean_up_tokenization_spaces=True,
+               clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output=True)
+    tokenizer = load_checkpoint_tokenizer(model_dir)
+    finding = check_decoding_vllm(model_dir, tokenizer, probe_cases(tokenizer))
+    _vllm_ran(finding)
+    assert finding.status == "fail", finding
+    assert "vLLM streamed" in finding.detail and "virgola, punto." in finding.detail, finding.detail
+    assert re.search(r"at token \d+ \(id \d+ '[^']+'\)", finding.detail), finding.detail
+
+
+def test_a_vllm_report_that_encodes_differently_names_the_token(tiny_model):
+    """The comparison itself, on a planted answer: vLLM's report is transformers' own, but one case's encoding has
+    its third token replaced and another case's stream loses its last token."""
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serve_check import compare_vllm_report, probe_cases, token_name
+
+    tokenizer = load_checkpoint_tokenizer(tiny_model)
+    cases = probe_cases(tokenizer)
+    results = [{"encode": list(c["plain_ids"]),
+                "decode": tokenizer.decode(c["prompt_ids"] + c["output_ids"], skip_special_tokens=True),
+                "prompt_decode": tokenizer.decode(c["prompt_ids"], skip_special_tokens=True),
+                "completion": tokenizer.decode(c["prompt_ids"] + c["output_ids"], skip_special_tokens=True)[
+                    len(tokenizer.decode(c["prompt_ids"], skip_special_tokens=True)):]} for c in cases]
+    report = {"detokenizer": "FastIncrementalDetokenizer", "results": results}
+    assert compare_vllm_report(tokenizer, cases, report).status == "pass"
+    planted = cases[0]["plain_ids"][2]
+    results[0]["encode"][2] = planted + 1
+    last = cases[2]["prompt_ids"] + cases[2]["output_ids"]
+    results[2]["completion"] = tokenizer.decode(last[:-1], skip_special_tokens=True)[len(results[2]["prompt_decode"]):]
+    finding = compare_vllm_report(tokenizer, cases, report)
+    assert finding.status == "fail"
+    assert (f"at token 2: transformers {token_name(tokenizer, planted)}, vLLM {token_name(tokenizer, planted + 1)}"
+            in finding.detail), finding.detail
+    assert f"at token {len(last) - 1} ({token_name(tokenizer, last[-1])})" in finding.detail, finding.detail
+    results.pop()
+    assert "vLLM answered" in compare_vllm_report(tokenizer, cases, report).detail
 
 
 def test_without_the_serving_environment_the_vllm_half_is_skipped_not_passed(tiny_model, tmp_path):
@@ -145,3 +201,69 @@ def test_registration_refuses_a_model_that_would_not_serve(tiny_model, tmp_path,
     assert record["passed"] is False
     assert [f["check"] for f in record["findings"] if f["status"] == "fail"] == ["token ids"]
     assert not (model_dir / "vocadapt-manifest.json").exists()  # nothing was written for the refused model
+
+
+PROMPT = "La capitale d'Italia è"
+
+
+def _other_weights(model_dir: Path) -> None:
+    """The same checkpoint with other weights: what a server that loaded the wrong file would answer with."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model_dir / "model.safetensors")
+    generator = torch.Generator().manual_seed(1)
+    weights = {name: tensor + torch.randn(tensor.shape, generator=generator) * tensor.std() for name, tensor in
+               weights.items()}
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_a_served_answer_is_compared_with_the_greedy_decode_naming_the_token(tiny_model, tmp_path):
+    """An answer is accepted only when it is transformers' greedy one; a replaced answer, and the answer of a model
+    whose served weights differ, are refused with the first token that differs."""
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch, token_name
+
+    tokenizer = load_checkpoint_tokenizer(tiny_model)
+    expected = greedy_decode(tiny_model, PROMPT, 8)
+    text = tokenizer.decode(expected, skip_special_tokens=True)
+    assert len(expected) == 8 and text
+    assert served_answer_mismatch(tokenizer, expected, text, expected) is None
+    assert served_answer_mismatch(tokenizer, expected, text) is None
+    replaced = served_answer_mismatch(tokenizer, expected, "garbage")
+    assert replaced.startswith(f"the served answer differs from transformers' greedy decode at token 0 "
+                               f"({token_name(tokenizer, expected[0])})"), replaced
+    shifted = [expected[0], (expected[1] + 1) % len(tokenizer), *expected[2:]]
+    assert f"at token 1: transformers {token_name(tokenizer, expected[1])}, served" in served_answer_mismatch(
+        tokenizer, expected, text, shifted)
+
+    other = _copy(tiny_model, tmp_path)
+    _other_weights(other)
+    served = greedy_decode(other, PROMPT, 8)
+    mismatch = served_answer_mismatch(tokenizer, expected, tokenizer.decode(served, skip_special_tokens=True), served)
+    assert mismatch is not None and "first tokens differ" in mismatch, (expected, served)
+
+
+def test_the_pyfunc_answers_the_greedy_decode_and_a_pyfunc_of_other_weights_is_caught(tiny_model, tmp_path):
+    """The pyfunc every registered version is logged as (`platform/mlflow_model.py`), loaded from its checkpoint
+    artifact as MLflow loads it, answers transformers' greedy completion; one that loaded other weights does not."""
+    from types import SimpleNamespace
+
+    from vocadapt.platform.mlflow_model import CHECKPOINT, CausalLMPyfunc
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch
+
+    def pyfunc_answer(folder: Path) -> str:
+        pyfunc = CausalLMPyfunc()
+        pyfunc.load_context(SimpleNamespace(artifacts={CHECKPOINT: str(folder)}))
+        answers = pyfunc.predict(None, [PROMPT], params={"max_new_tokens": 6})
+        assert len(answers) == 1
+        return answers[0]
+
+    tokenizer = load_checkpoint_tokenizer(tiny_model)
+    expected = greedy_decode(tiny_model, PROMPT, 6)
+    assert served_answer_mismatch(tokenizer, expected, pyfunc_answer(tiny_model)) is None
+    other = _copy(tiny_model, tmp_path)
+    _other_weights(other)
+    mismatch = served_answer_mismatch(tokenizer, expected, pyfunc_answer(other))
+    assert mismatch is not None and "differs from transformers' greedy decode at token" in mismatch, mismatch

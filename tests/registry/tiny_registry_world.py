@@ -60,9 +60,19 @@ def build_tiny_model(folder: Path, head_dim: int = 8) -> Path:
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=4 * head_dim, intermediate_size=8 * head_dim,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                          bos_token_id=0, eos_token_id=0, pad_token_id=0, tie_word_embeddings=True)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # tied: a zero row is never the greedy pick, so served answers are readable text
+        model.get_input_embeddings().weight[_partial_character_ids(tokenizer)] = 0.0
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def _partial_character_ids(tokenizer) -> list[int]:
+    """Ids whose text alone is not printable (a byte of a longer UTF-8 character, a control byte): a random model's
+    answer made of them decodes to U+FFFD whatever the ids, and two different answers would read the same."""
+    return [token_id for token_id in range(len(tokenizer))
+            if not tokenizer.decode([token_id]).isprintable() or "\ufffd" in tokenizer.decode([token_id])]
 
 
 def synthetic_items(metrics: dict[str, float], documents: int = 40):
