@@ -248,7 +248,7 @@ def _warn_if_vocabulary_short(config, inputs, change, tracker: Tracker, run_id: 
     still valid; `vocadapt tokenizer train` refuses it before writing anything)."""
     reached = len(change.tokenizer)
     tracker.log_metrics(run_id, {"tokenizer.vocab_size_reached": reached})
-    if inputs.target_tokenizer or config.init.mode == "expand" or reached >= config.tokenizer.vocab_size:
+    if inputs.target_tokenizer or config.init.mode != "replace" or reached >= config.tokenizer.vocab_size:
         return
     warning = (f"tokenizer.vocab_size is {config.tokenizer.vocab_size:,} but the target corpus gives only "
                f"{reached:,} tokens at tokenizer.min_frequency {config.tokenizer.min_frequency}; the run goes on "

@@ -29,6 +29,8 @@ def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cach
     from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
     from vocadapt.components.tokenizers.train import train_tokenizer
 
+    if config.init.mode == "trim":
+        return trim_source_tokenizer(config, inputs, source_tokenizer, workdir)
     settings = tokenizer_settings_for(config.target.language, config.tokenizer.kind)
 
     def train(out_dir: Path):
@@ -53,6 +55,20 @@ def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cach
     tokenizer_dir = workdir / "tokenizer"
     change.tokenizer.save_pretrained(tokenizer_dir)
     shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
+    return change.tokenizer, change, tokenizer_dir
+
+
+def trim_source_tokenizer(config, inputs, source_tokenizer, workdir: Path):
+    """init.mode trim: the source tokenizer cut to the tokens the target- and source-language training text uses
+    (nothing is trained; every kept token keeps its source row)."""
+    from vocadapt.components.tokenizers.trim import trim_tokenizer
+
+    documents = read_documents(tuple(inputs.target_train) + tuple(inputs.source_train or ()),
+                               config.tokenizer.max_training_lines)
+    change = trim_tokenizer(source_tokenizer, documents, min_count=config.tokenizer.trim_min_count,
+                            size=config.tokenizer.trim_size)
+    tokenizer_dir = workdir / "tokenizer"
+    change.tokenizer.save_pretrained(tokenizer_dir)
     return change.tokenizer, change, tokenizer_dir
 
 
@@ -109,7 +125,7 @@ def initialise_method(
         target_to_source=replacement.target_to_source,
         new_target_ids=replacement.new_token_ids,
         method=method,
-        mode=config.init.mode,
+        mode="replace" if config.init.mode == "trim" else config.init.mode,  # a trim replaces, copying every row
         seed=config.seed,
         helper=helper if method.needs_helper else None,
         corpus_files=[str(p) for p in inputs.target_train],

@@ -88,6 +88,14 @@ class TokenizerSection(_Section):
         None, ge=1, description="With init.mode=expand: add only the k most frequent new tokens on the corpus "
         "('0.01GB' §3: 50 to 5,000); None appends the whole new vocabulary ΔV ('Design choices' §3.1).",
     )
+    trim_min_count: int | None = Field(
+        None, ge=1, description="With init.mode=trim: keep the tokens seen at least this often in the target- and "
+        "source-language training text (default 1 when trim_size is unset)."
+    )
+    trim_size: int | None = Field(
+        None, ge=1, description="With init.mode=trim: keep the most frequent tokens, with the bytes, specials and "
+        "the pieces they are built from, up to this many in all (instead of trim_min_count)."
+    )
     protect_lines: int = Field(
         20000, ge=0, description="With init.mode=expand: source-language training lines whose tokenization must "
         "not change (merges that would change them are not added).",
@@ -103,7 +111,10 @@ class TokenizerSection(_Section):
 
 class InitSection(_Section):
     methods: list[str] = Field(["random", "fvt"], min_length=1, description="Initialisers to run, by name.")
-    mode: Literal["replace", "expand"] = Field("replace", description="Replace the vocabulary or expand it.")
+    mode: Literal["replace", "expand", "trim"] = Field(
+        "replace", description="Replace the vocabulary, expand it, or trim it to the tokens the target- and "
+        "source-language training text uses (every kept row copied; no tokenizer is trained; list one method)."
+    )
     helper: str | None = Field(
         None, description="Helper for methods that need one: 'fasttext' (trained on the corpus), a model "
         "directory or hub name that uses the target tokenizer, or a static vectors file."
