@@ -1,0 +1,193 @@
+"""A checkpoint folder to one GGUF file, written by llama.cpp's own converter and quantised by llama.cpp.
+
+The converter runs in a process of its own (``llama_cpp_converter.py``); quantisation calls llama.cpp's
+``llama_model_quantize`` through llama-cpp-python. Nothing here writes GGUF by hand.
+
+llama.cpp names a BPE vocabulary's pre-tokenizer by hashing the ids the tokenizer gives one fixed text, so an
+adapted vocabulary (new ids) is never in its table even when its pre-tokenizer is the source's. The export then
+names the pre-tokenizer from the tokenizer's own normalizer and pre-tokenizer settings
+(:data:`KNOWN_PRE_TOKENIZERS`), and refuses, before writing anything, a combination llama.cpp has no name for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vocadapt.components.errors import UserError
+
+QUANTS = ("f16", "q8_0", "q4_k_m")
+
+# sha256 of the canonical JSON of tokenizer.json's {"normalizer", "pre_tokenizer"} -> llama.cpp's pre-tokenizer
+# name. Each entry is a real tokenizer's settings, and the name is the one llama.cpp's table gives that tokenizer
+# (tests/export/test_pre_tokenizers.py checks both against the converter); for GPT-2's byte-level regex, "gpt-2"
+# rather than SmolLM2's "smollm", which also splits digits one by one: SmolLM2's vocabulary has no multi-digit
+# token, an adapted one may.
+KNOWN_PRE_TOKENIZERS = {
+    "11032a73bb79f61a7aa18b0d862909452f989d72cd0fff483463f7aac8ae7b2c": "gpt-2",  # ByteLevel, GPT-2's regex
+    "6b85533aa55da49ca59f015a8f51540795e6b93e63276aa654d1f5c3b0917ccf": "llama-bpe",  # Llama-3.1
+    "5a9ba7922c4cae06ebbc3f9b34ba91e23183b491ea56901215b96c19ab2faa8a": "qwen2",  # Qwen3
+    "b47b0148ad59bdc8ead6b4cbf382cbd129aef63c1c7fb2e88f2fdc4cea48cf0d": "deepseek-v3",  # DeepSeek-V3
+}
+
+
+@dataclass(frozen=True)
+class GgufPlan:
+    """What the converter will do with a folder, decided before anything is written."""
+
+    architecture: str
+    tokenizer_file: str
+    pre_tokenizer: str | None
+    """llama.cpp's pre-tokenizer name (None for a SentencePiece or byte-fallback vocabulary, which has none)"""
+
+
+@dataclass(frozen=True)
+class GgufFile:
+    path: Path
+    quant: str
+    sha256: str
+    size_bytes: int
+    seconds: float
+    plan: GgufPlan
+
+
+def pre_tokenizer_fingerprint(model_dir: Path) -> tuple[str, dict]:
+    """(sha256, settings) of tokenizer.json's normalizer and pre-tokenizer."""
+    data = json.loads((Path(model_dir) / "tokenizer.json").read_text(encoding="utf-8"))
+    settings = {"normalizer": data.get("normalizer"), "pre_tokenizer": data.get("pre_tokenizer")}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(), settings
+
+
+def _uses_pre_tokenizer(model_dir: Path) -> bool:
+    """A byte-level BPE vocabulary without byte fallback; SentencePiece-style vocabularies (Llama-2, Mistral,
+    Gemma's byte-fallback BPE read as SentencePiece) need no pre-tokenizer name."""
+    path = Path(model_dir) / "tokenizer.json"
+    if (Path(model_dir) / "tokenizer.model").is_file() or not path.is_file():
+        return False
+    model = json.loads(path.read_text(encoding="utf-8"))["model"]
+    return model.get("type") == "BPE" and not model.get("byte_fallback")
+
+
+def _run_converter(converter: Path, *arguments: str) -> dict:
+    command = [sys.executable, "-m", "vocadapt.components.export.llama_cpp_converter", *arguments]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    lines = [line for line in result.stdout.splitlines() if line.startswith("VOCADAPT_RESULT ")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"llama.cpp's converter failed ({' '.join(arguments[:2])}):\n{result.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix("VOCADAPT_RESULT "))
+
+
+def _refusal(model_dir: Path, found: dict) -> UserError:
+    if not found["supported"]:
+        return UserError(f"llama.cpp's converter has no support for {found['architecture']} (in {model_dir}/"
+                         "config.json); GGUF export works for the architectures llama.cpp converts (Llama, Mistral, "
+                         "Qwen3, Gemma-3, DeepSeek-V3, ...); nothing was written")
+    fingerprint, settings = pre_tokenizer_fingerprint(model_dir)
+    return UserError(
+        f"llama.cpp has no pre-tokenizer for the tokenizer in {model_dir} (normalizer and pre-tokenizer "
+        f"{json.dumps(settings)[:400]}, fingerprint {fingerprint[:12]}): a GGUF of it would split text "
+        "differently from the tokenizer. Adapt from a source whose pre-tokenizer llama.cpp knows (GPT-2's "
+        "byte-level regex, Llama-3, Qwen, DeepSeek-V3, or a SentencePiece vocabulary); nothing was written")
+
+
+def convert_to_gguf(model_dir: Path, outfile: Path, converter: Path) -> GgufPlan:
+    """llama.cpp's converter writes ``outfile`` (f16) from ``model_dir``; ``UserError``, with nothing written,
+    when llama.cpp cannot represent the model (its architecture, or its pre-tokenizer)."""
+    model_dir = Path(model_dir)
+    needs_pre = _uses_pre_tokenizer(model_dir)
+    fallback = KNOWN_PRE_TOKENIZERS.get(pre_tokenizer_fingerprint(model_dir)[0]) if needs_pre else None
+    found = _run_converter(converter, "convert", str(converter), str(model_dir), str(outfile), "f16",
+                           "1" if needs_pre else "0", *([fallback] if fallback else []))
+    if not found["written"]:
+        raise _refusal(model_dir, found)
+    return GgufPlan(found["architecture"], found["tokenizer_file"], (found["pre"] or fallback) if needs_pre else None)
+
+
+def _check_tokenizer(model_dir: Path, gguf_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    problems = tokenizer_mismatches(gguf_path, AutoTokenizer.from_pretrained(str(model_dir)))
+    if problems:
+        raise UserError(f"llama.cpp's converter wrote tokenizer metadata that differs from {model_dir}'s tokenizer "
+                        f"({'; '.join(problems)}), so llama.cpp would read other tokens; nothing was written")
+
+
+def quantize_gguf(source: Path, target: Path, quant: str) -> None:
+    """llama.cpp's own quantiser (``llama_model_quantize``) from an f16 GGUF."""
+    import llama_cpp
+
+    ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_k_m": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}[quant]
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = os.cpu_count() or 1
+    status = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), params)
+    if status != 0 or not target.is_file():
+        raise RuntimeError(f"llama.cpp could not quantise {source} to {quant} (status {status})")
+
+
+def export_gguf(model_dir: Path, out_path: Path, quant: str, converter: Path) -> GgufFile:
+    """Write ``out_path`` (a GGUF of ``model_dir`` at ``quant``); the file appears only once it is complete."""
+    if quant not in QUANTS:
+        raise UserError(f"unknown quantisation {quant!r}; choose one of {', '.join(QUANTS)}")
+    if quant != "f16":
+        import llama_cpp  # noqa: F401 (refuse before converting when the quantiser is missing)
+    started = time.perf_counter()
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".gguf-") as scratch:
+        f16 = Path(scratch) / "f16.gguf"
+        plan = convert_to_gguf(model_dir, f16, converter)
+        _check_tokenizer(model_dir, f16)
+        final = f16
+        if quant != "f16":
+            final = Path(scratch) / f"{quant}.gguf"
+            quantize_gguf(f16, final, quant)
+        os.replace(final, out_path)
+    digest = hashlib.sha256()
+    with out_path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return GgufFile(out_path, quant, digest.hexdigest(), out_path.stat().st_size, time.perf_counter() - started,
+                    plan)
+
+
+def tokenizer_mismatches(gguf_path: Path, tokenizer) -> list[str]:
+    """Where the GGUF's tokenizer metadata differs from ``tokenizer`` (a transformers tokenizer): the tokens in id
+    order, the merges (byte-level BPE), the special ids and the chat template. Read with the ``gguf`` package."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf_path)).fields
+
+    def value(key: str):
+        return fields[key].contents() if key in fields else None
+
+    problems = []
+    tokens = value("tokenizer.ggml.tokens") or []
+    expected = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    differing = [i for i, (a, b) in enumerate(zip(tokens, expected)) if a != b]
+    if len(tokens) < len(expected) or differing:
+        first = differing[0] if differing else len(tokens)
+        problems.append(f"tokens: {len(tokens)} in the GGUF, {len(expected)} in the tokenizer; first difference at "
+                        f"id {first}")
+    if value("tokenizer.ggml.model") == "gpt2":
+        merges = [" ".join(pair) if isinstance(pair, list) else pair
+                  for pair in json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]]
+        if (value("tokenizer.ggml.merges") or []) != merges:
+            problems.append(f"merges: {len(value('tokenizer.ggml.merges') or [])} in the GGUF, {len(merges)} in the "
+                            "tokenizer, or in another order")
+    for role in ("bos", "eos"):
+        want = getattr(tokenizer, f"{role}_token_id")
+        have = value(f"tokenizer.ggml.{role}_token_id")
+        if want is not None and have != want:
+            problems.append(f"{role} id: {have} in the GGUF, {want} in the tokenizer")
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, str) and value("tokenizer.chat_template") != template:
+        problems.append("chat template differs")
+    return problems

@@ -1,0 +1,73 @@
+"""What llama.cpp itself does with an exported GGUF, through llama-cpp-python: its token ids, its greedy tokens and
+its bits per byte. The export's tests and ``benchmarks/gguf_export.py`` compare these with transformers.
+
+Greedy decoding reads llama.cpp's logits and takes the arg-max (no sampler settings between the two sides).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def load_gguf(path: Path, n_ctx: int = 512, threads: int = 2):
+    """llama.cpp's model and context for ``path`` (every position's logits kept, for bits per byte)."""
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, logits_all=True,
+                 verbose=False, seed=0)
+
+
+def token_ids(llm, text: str) -> list[int]:
+    """llama.cpp's ids for ``text``: no BOS, special tokens read as text (as the HF tokenizer's ``encode`` with
+    ``add_special_tokens=False``)."""
+    return llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+
+def greedy_tokens(llm, prompt_ids: Sequence[int], steps: int) -> list[int]:
+    """``steps`` arg-max tokens after ``prompt_ids`` (end of sequence included, nothing stops early)."""
+    llm.reset()
+    llm.eval(list(prompt_ids))
+    generated = []
+    for _ in range(steps):
+        token = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        generated.append(token)
+        llm.eval([token])
+    return generated
+
+
+def _log_softmax(rows: np.ndarray) -> np.ndarray:
+    rows = rows.astype(np.float64)
+    top = rows.max(axis=-1, keepdims=True)
+    return rows - top - np.log(np.exp(rows - top).sum(axis=-1, keepdims=True))
+
+
+def bits_per_byte(llm, texts: Sequence[str], bos_id: int | None) -> float:
+    """Bits per UTF-8 byte of ``texts`` under llama.cpp: each text scored after ``bos_id`` (when given), every
+    token of the text predicted, summed over texts and divided by their bytes."""
+    bits, size = 0.0, 0
+    for text in texts:
+        ids = token_ids(llm, text)
+        context = ([bos_id] if bos_id is not None else []) + ids
+        llm.reset()
+        llm.eval(context)
+        log_probs = _log_softmax(np.asarray(llm.scores[: len(context) - 1]))
+        targets = np.asarray(context[1:])
+        bits -= float(log_probs[np.arange(len(targets)), targets].sum()) / math.log(2)
+        # without a BOS the first token is context, not predicted: its bytes are not counted
+        size += len(text.encode("utf-8")) - (0 if bos_id is not None else len(llm.detokenize(ids[:1])))
+    return bits / size
+
+
+def tokens_per_second(llm, prompt_ids: Sequence[int], steps: int) -> float:
+    """Greedy decoding speed after ``prompt_ids`` (prompt evaluation not counted)."""
+    llm.reset()
+    llm.eval(list(prompt_ids))
+    started = time.perf_counter()
+    for _ in range(steps):
+        llm.eval([int(np.argmax(llm.scores[llm.n_tokens - 1]))])
+    return steps / (time.perf_counter() - started)

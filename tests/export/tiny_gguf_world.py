@@ -1,0 +1,52 @@
+"""The GGUF export tests' tiny world: texts, a tiny Llama with a given tokenizer, and the skip without
+llama-cpp-python (a failure under VOCADAPT_REQUIRE_LLAMA_CPP=1, tests/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ENGLISH = [
+    "The quick brown fox jumps over the lazy dog near the river bank.",
+    "A small library opens at nine in the morning and closes at six.",
+    "We will go to the market tomorrow to buy fresh fruit and vegetables.",
+    "The weather was cold and windy, so everybody stayed at home.",
+] * 30
+ITALIAN = [
+    "La città di Roma è la capitale d'Italia e conta molti abitanti.",
+    "Il gatto dorme sul divano mentre fuori piove da ore.",
+    "Domani andremo al mercato per comprare frutta e verdura fresca.",
+    "La biblioteca comunale apre alle nove e chiude alle diciotto.",
+    "Nel 2024 abbiamo letto 365 pagine: perché è così difficile?",
+] * 30
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def llama_cpp_or_skip():
+    try:
+        import llama_cpp
+    except ImportError:
+        pytest.skip("no llama-cpp-python (llama.cpp's binding): `make gguf-tools` installs it")
+    return llama_cpp
+
+
+def tiny_llama(tokenizer, folder: Path, seed: int) -> Path:
+    """Random weights, exactly representable in f16 (so the f16 GGUF holds the same numbers), with a sharpened
+    head so the arg-max is rarely a near tie."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         tie_word_embeddings=False, rms_norm_eps=1e-5)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(8.0)
+        for parameter in model.parameters():
+            parameter.copy_(parameter.to(torch.float16).to(torch.float32))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
