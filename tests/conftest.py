@@ -35,10 +35,10 @@ def embedded_assets():
     return build_assets(languages=("it",))
 
 
-# Real parts CI must run rather than skip (.ci/run sets all three): a test skipped for want of one fails instead,
+# Real parts CI must run rather than skip (.ci/run sets them all): a test skipped for want of one fails instead,
 # naming the variable. Matched on the skip's reason, which every such test words this way.
 REQUIRED_PARTS = {"VOCADAPT_REQUIRE_VLLM": "vllm serving environment", "VOCADAPT_REQUIRE_BROWSER": "chromium",
-                  "VOCADAPT_REQUIRE_WORDLIST": "english word list"}
+                  "VOCADAPT_REQUIRE_WORDLIST": "english word list", "VOCADAPT_REQUIRE_LLAMA_CPP": "llama-cpp-python"}
 
 
 @pytest.hookimpl(hookwrapper=True)
