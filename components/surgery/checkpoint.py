@@ -139,6 +139,8 @@ def adapt_checkpoint(
     overwrite: bool = False,
     source_tokenizer_dir: str | Path | None = None,
     memory_budget_bytes: int | None = DEFAULT_BUDGET_BYTES,
+    target_to_source: dict[int, int] | None = None,
+    record_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Adapt a safetensors checkpoint to the target tokenizer; returns the record written to ``vocadapt_init.json``.
 
@@ -151,6 +153,9 @@ def adapt_checkpoint(
         (``streaming``: the peak stays bounded whatever the vocabulary or hidden size; a matrix that fits is one
         block, the same bytes as the whole-matrix path); a ``row_blocks`` method is streamed by rows whenever it is
         not None (the same bytes too). None: every method holds whole matrices.
+    target_to_source: the rows to copy, target id -> source id, when the caller knows them (a trim); default:
+        computed from the tokenizers (``plan_vocabulary``).
+    record_extra: entries added to the record (a trim's counts).
     """
     from transformers import AutoTokenizer
 
@@ -169,7 +174,7 @@ def adapt_checkpoint(
     source_rows = files.read_header(source_dir / weight_map[input_name])[0][input_name]["shape"][0]
     # planned before a helper is trained: a tokenizer with ids past the rows is refused before any work
     plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, mode=mode,
-                           target_vocab_rows=target_vocab_rows)
+                           target_vocab_rows=target_vocab_rows, target_to_source=target_to_source)
     if isinstance(helper, str):
         from vocadapt.components.helpers import resolve_helper
 
@@ -200,7 +205,7 @@ def adapt_checkpoint(
         "tied": len(roles) == 1, "tensors": {role: name for role, name in roles}, "extra_heads": extra_heads,
         "helper": helper.record() if hasattr(helper, "record") else None,
         "source_model": str(source_dir), "target_tokenizer": str(target_tokenizer_dir),
-        "streamed": streamed,
+        "streamed": streamed, **(record_extra or {}),
     }
     new_names = [name for _, name in roles] + [EXTRA_HEAD_NAME.format(index=index) for index in range(extra_heads)]
     _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, target_tokenizer, plan.rows, record,

@@ -1,0 +1,52 @@
+"""Trim a checkpoint's vocabulary: the trimmed tokenizer (``components/tokenizers/trim.py``) and, by the streaming
+checkpoint surgery, the embedding and LM-head rows of the kept tokens copied from the source.
+
+A trim is a replacement whose target tokenizer is a subset of the source's: the plan maps every trimmed id to its
+source id and initialises nothing, so the adapted matrices are the source rows of the kept tokens, in the new id
+order, byte for byte. No padding rows are added: a zero head row would take probability mass from the kept tokens.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from vocadapt.components.surgery.checkpoint import adapt_checkpoint
+
+
+def trim_checkpoint(
+    source_dir: str | Path,
+    documents: Iterable[str],
+    out_dir: str | Path,
+    *,
+    min_count: int | None = None,
+    size: int | None = None,
+    overwrite: bool = False,
+    link: str = "hardlink",
+) -> dict[str, Any]:
+    """Write ``out_dir``: ``source_dir`` with its vocabulary trimmed to what ``documents`` use (see
+    :func:`~vocadapt.components.tokenizers.trim.trim_tokenizer` for ``min_count`` / ``size``). Returns the record
+    written to ``vocadapt_init.json`` (the plan, and the trim's counts under ``trim``)."""
+    from transformers import AutoTokenizer
+
+    from vocadapt.components.tokenizers.trim import trim_tokenizer
+
+    source_dir, out_dir = Path(source_dir), Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise ValueError(f"out_dir {out_dir} already exists; choose another out_dir or pass overwrite=True")
+    trim = trim_tokenizer(AutoTokenizer.from_pretrained(str(source_dir)), documents, min_count=min_count, size=size)
+    staging = Path(tempfile.mkdtemp(prefix="vocadapt-trim-"))
+    try:
+        trim.tokenizer.save_pretrained(str(staging))
+        # "random" streams column blocks and draws nothing here: every row is copied
+        return adapt_checkpoint(
+            source_dir, staging, out_dir, "random", mode="replace", target_to_source=trim.target_to_source,
+            overwrite=overwrite, link=link,
+            record_extra={"mode": "trim", "method": "copy", "target_tokenizer": "trimmed source tokenizer",
+                          "trim": trim.record()},
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
