@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pipelines.plot_checks import assert_plot
+
 from tests.pipelines.tiny_world import build_source_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +106,7 @@ def test_the_committed_gpu_run_plots_and_reports(tmp_path, capsys):
     plotting = _load("plot_recovery_gpu")
     (tmp_path / "recovery-gpu.json").write_bytes((GPU_RUN / "recovery-gpu.json").read_bytes())
     path = plotting.plot(tmp_path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_plot(path, size=(16 * 90, int(4.5 * 90)), grid=(1, 3))  # loss, bits per byte and speed panels
     results = json.loads((GPU_RUN / "recovery-gpu.json").read_text())
     assert results["training"]["tokens"] == len(results["training"]["history"]) * 32 * 1024
     assert results["source"]["bpb_held_out_it"] > results["curve"][-1]["bpb_held_out_it"]  # what BENCHMARKS says

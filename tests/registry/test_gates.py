@@ -14,6 +14,12 @@ from vocadapt.platform.registry import PromotionGates, evaluate_gates
 POINT = PromotionGates(bpb_text="held_out", require_intervals=False)
 
 
+# Every gate a verdict must hold, in order: a verdict that lost one (or all) must not pass for "every gate passed".
+GATES = ["target bits per byte", "source-language bits per byte", "target fertility",
+         "generated tokens per character", "generated tokens saved on the same text", "benchmarks"]
+ALL_PASS = dict.fromkeys(GATES, True)
+
+
 def _point(**gates) -> PromotionGates:
     return PromotionGates(bpb_text="held_out", require_intervals=False, **gates)
 SOURCE = {"source_model.bpb_target": 2.0, "source_model.bpb_source": 1.0,
@@ -32,7 +38,7 @@ def _verdict(metrics, gates=POINT):
 
 
 def test_a_model_better_than_its_source_passes_every_gate():
-    assert all(_verdict(_metrics()).values())
+    assert _verdict(_metrics()) == ALL_PASS
 
 
 @pytest.mark.parametrize("changes, failing", [
@@ -51,13 +57,14 @@ def test_zero_shot_numbers_are_used_when_there_was_no_lapt():
     metrics = {**SOURCE, "bpb_target_zero_shot": 1.5, "bpb_source_zero_shot": 1.2,
                "fertility.target_tokenizer.it.tokens_per_word": 1.0, "generation.tokens_per_character": 0.2,
                "source_model.generation.tokens_per_character": 0.4, "generation.same_text_token_saving": 0.3}
-    assert all(_verdict(metrics).values())
+    assert _verdict(metrics) == ALL_PASS
 
 
 def test_missing_metrics_refuse_instead_of_passing():
     results = evaluate_gates({"bpb_target_after_lapt": 1.0}, PromotionGates(), "it")
-    assert not any(g.passed for g in results[:5])
-    assert all("not measured" in g.detail for g in results[:5])
+    assert [g.gate for g in results] == GATES
+    assert [g.passed for g in results] == [False] * 5 + [True]  # no benchmark logged: that gate has nothing to judge
+    assert [g.detail.startswith("not measured") for g in results] == [True] * 5 + [False]
 
 
 def test_a_model_that_never_generates_its_new_tokens_fails_the_promise_gate():

@@ -275,8 +275,8 @@ def test_lapt_survives_losing_a_node_and_resumes_from_the_s3_checkpoint(services
     assert all(r["checkpoint"] == f"{BUCKET}/multinode/node-lost/step-000002" for r in second), second
 
     assert [step for step, _ in resumed.series("loss")] == [1, 2, 3, 4, 5, 6]
-    for (_, a), (_, b) in zip(straight.series("loss"), resumed.series("loss")):
-        assert a == pytest.approx(b, abs=1e-5)
+    for (step, a), (resumed_step, b) in zip(straight.series("loss"), resumed.series("loss"), strict=True):
+        assert step == resumed_step and a == pytest.approx(b, abs=1e-5)
     logged = [m.step for m in client.get_metric_history(run_id, "lapt_loss")]
     assert sorted(logged) == [1, 2, 3, 4, 5, 6]  # one MLflow run, no step twice
     for metric in client.get_metric_history(run_id, "lapt_loss"):
