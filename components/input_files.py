@@ -45,3 +45,25 @@ def read_jsonl(path: str | Path, what: str, fix: str = "write one JSON object pe
             raise UserError(f"{what} {path}, line {number}, column {error.colno}: not valid JSON ({error.msg}); "
                             f"{fix}") from None
     return records
+
+
+def refuse_output_over_inputs(output: str | Path, flag: str, inputs: list[tuple[str, str | Path | None]]) -> None:
+    """Refuse an output path that is an input, holds one, or lies inside an input folder: writing it (or replacing
+    it under ``--overwrite``) would overwrite or delete that input. ``inputs``: (flag or field, path) pairs; None
+    and names that are not local paths (hub ids) are skipped. Paths are compared after resolving links."""
+    out = Path(output).expanduser().resolve()
+    for what, given in inputs:
+        if given is None or str(given) == "" or not Path(given).expanduser().exists():
+            continue
+        source = Path(given).expanduser().resolve()
+        if out == source:
+            relation = "is"
+        elif source.is_relative_to(out):
+            relation = "holds"
+        elif out.is_relative_to(source):
+            relation = "lies inside"
+        else:
+            continue
+        raise UserError(f"{flag} {output} {relation} the input {what} {given}: writing it would overwrite or delete "
+                        f"that input, --overwrite included; nothing was written. Give {flag} a new folder outside "
+                        "every input")

@@ -60,11 +60,23 @@ def register(app: typer.Typer) -> None:
                     raise UserError(f"{what} {path} does not exist; give an existing path")
             if mode not in ("replace", "expand"):
                 raise UserError(f"--mode must be 'replace' or 'expand', got {mode!r}")
+            from vocadapt.components.input_files import refuse_output_over_inputs
+
+            helper_kind, _, helper_path = (helper or "").partition(":")
+            refuse_output_over_inputs(out, "--out", [
+                ("--source-model", source_model), ("--target-tokenizer", target_tokenizer),
+                ("--helper", helper_path if helper_kind in ("model", "vectors") else helper),
+                *[("--corpus", path) for path in corpus]])
             if out.exists() and not overwrite:
                 raise UserError(f"--out {out} already exists; choose another --out or pass --overwrite")
+            from vocadapt.components.model_folder_checks import check_tokenizer_folder
+            from vocadapt.pipelines.preflight import check_helper_files
             from vocadapt.platform.model_loading import check_model_folder
 
-            check_model_folder(source_model, what="--source-model")  # safetensors only, no custom code
+            check_model_folder(source_model, what="--source-model")  # files, rows, ids; safetensors, no custom code
+            if target_tokenizer.is_dir():
+                check_tokenizer_folder(target_tokenizer, "--target-tokenizer")
+            check_helper_files(helper, what="--helper")
             try:
                 record = adapt_checkpoint(
                     source_model, target_tokenizer, out, configured, mode=mode, seed=seed, helper=helper,

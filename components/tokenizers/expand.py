@@ -99,7 +99,14 @@ def expand_with_target(source_tokenizer: Any, target_tokenizer: Any, **options) 
 def expand_with_top_k(
     source_tokenizer: Any, auxiliary_tokenizer: Any, documents: Sequence[str], k: int, **options
 ) -> VocabularyExpansion:
-    """Add the k most frequent new tokens of an auxiliary tokenizer on the corpus ("0.01GB" §3)."""
+    """Add the k most frequent new tokens of an auxiliary tokenizer on the corpus ("0.01GB" §3). ``k`` is used as
+    given: below 1 or above the auxiliary tokenizer's size it is refused, never capped."""
+    if not 1 <= k <= len(auxiliary_tokenizer):
+        from vocadapt.components.errors import UserError
+
+        raise UserError(f"top-k {k}: the target tokenizer has {len(auxiliary_tokenizer):,} tokens, so k must be "
+                        f"between 1 and {len(auxiliary_tokenizer):,}; give a k in that range (or none to append "
+                        "every new token)")
     candidates = top_k_new_tokens(source_tokenizer, auxiliary_tokenizer, documents)
     return expand_vocabulary(source_tokenizer, candidates, max_new_tokens=k, **options)
 
