@@ -71,6 +71,7 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     from vocadapt.platform.sources import resolve_inputs
 
     checked.inputs = inputs = resolve_inputs(config)  # corpora exist, assets built, source model is a folder
+    check_output_not_an_input(output_dir, config, inputs)
     check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
     check_source_tokenizer_fits(config, inputs.source_model)
     if config.lapt.runs:
@@ -80,6 +81,10 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     checked.expectations = check_corpora(config, inputs, console or Console(), cache)
     check_out_of_domain_unseen(config, inputs, console or Console())
     if inputs.target_tokenizer:
+        if Path(inputs.target_tokenizer).is_dir():
+            from vocadapt.components.model_folder_checks import check_tokenizer_folder
+
+            check_tokenizer_folder(Path(inputs.target_tokenizer), "tokenizer.pretrained")
         checked.pretrained_tokenizer = load_target_tokenizer(inputs.target_tokenizer)
     return checked
 
@@ -137,6 +142,21 @@ def check_output_folder(output_dir: Path, config: ExperimentConfig, overwrite: b
                         "run has finished")
 
 
+def check_output_not_an_input(output_dir: Path, config: ExperimentConfig, inputs: ResolvedInputs) -> None:
+    """The run's folder (``<output_dir>/<name>/<language>``, replaced under ``--overwrite``) must not be, hold or
+    lie inside any input: the source model, the corpora, tokenizer.pretrained, the helper, LAPT's files or
+    teacher."""
+    from vocadapt.components.input_files import refuse_output_over_inputs
+
+    helper = (config.init.helper or "").partition(":")
+    named = [("source.model", inputs.source_model), ("tokenizer.pretrained", inputs.target_tokenizer),
+             ("init.helper", helper[2] if helper[0] in ("model", "vectors") else config.init.helper),
+             ("lapt.teacher", config.lapt.teacher), ("tokenizer.protect_lexicon", inputs.source_lexicon),
+             *[("corpus", path) for path in inputs.corpus_files],
+             *[("lapt.train_files", path) for paths in (config.lapt.train_files or {}).values() for path in paths]]
+    refuse_output_over_inputs(output_dir, "the run folder (output_dir/name/language)", named)
+
+
 def check_storage_uri(value: str | Path | None, field: str) -> None:
     """A local path or ``scheme://...`` with a scheme in ``STORAGE_SCHEMES`` and, for object stores, a bucket."""
     if value is None or "://" not in str(value):
@@ -171,18 +191,28 @@ def check_tracking_uri(value: str | None, field: str) -> None:
         raise UserError(f"{field} {shown}: write a SQLite store as sqlite:///PATH (three slashes, then the file)")
 
 
-def check_helper_files(helper: str | None) -> None:
-    """``init.helper`` naming a folder or a vectors file: it must exist (fasttext is trained, nothing to check)."""
+def check_helper_files(helper: str | None, what: str = "init.helper") -> None:
+    """``init.helper`` naming a folder or a vectors file: it must exist, a vectors file must hold finite vectors of
+    one dimension, and a model folder must pass the model-folder checks (fasttext is trained, nothing to check)."""
     if not helper or helper.strip().lower() in ("none", "fasttext") or helper.startswith("fasttext:"):
         return
     kind, _, location = helper.strip().partition(":")
     if kind not in ("model", "vectors"):
         location = helper.strip()
+        kind = "vectors" if location.endswith(".vec") else ""
     path = Path(location).expanduser()
     looks_local = location.startswith((".", "/", "~")) or location.endswith(".vec") or kind in ("model", "vectors")
     if looks_local and not path.exists():
-        raise UserError(f"init.helper {helper!r}: {path} does not exist; give 'fasttext', 'model:DIR' (a model using "
+        raise UserError(f"{what} {helper!r}: {path} does not exist; give 'fasttext', 'model:DIR' (a model using "
                         "the target tokenizer) or 'vectors:FILE.vec'")
+    if kind == "vectors":
+        from vocadapt.components.model_folder_checks import check_vectors_file
+
+        check_vectors_file(path, what)
+    elif path.is_dir():
+        from vocadapt.platform.model_loading import check_model_folder
+
+        check_model_folder(path, what=what)
 
 
 def resolve_methods(config: ExperimentConfig) -> dict[str, ConfiguredInitializer]:

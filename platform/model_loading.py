@@ -20,14 +20,17 @@ _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool = False) -> None:
     """Refuse a local checkpoint folder that could run code when loaded; nothing is unpickled or imported here.
 
-    Refused: no safetensors weights (pickled ``pytorch_model.bin``, ``.pt`` or ``.pth`` only), a safetensors header
-    that cannot be read, and a config with ``auto_map`` (custom modeling code) unless ``trust_remote_code``, which
-    only the config's ``source.trust_remote_code: true`` turns on. ``what`` names the input in the message (e.g.
+    Refused: no safetensors weights (pickled ``pytorch_model.bin``, ``.pt`` or ``.pth`` only), any problem
+    ``components/model_folder_checks.py::check_checkpoint`` finds (no or unreadable config.json, a truncated or
+    damaged shard, shards and index that disagree, embedding or head rows that disagree with ``vocab_size`` or
+    miss a tokenizer id, two tokens on one id, a special id past the rows), and a config with ``auto_map`` (custom
+    modeling code) unless ``trust_remote_code``, which only the config's ``source.trust_remote_code: true`` turns
+    on. ``what`` names the input in the message (e.g.
     ``--model``). ``source.model`` naming a hub id reaches here as its local snapshot (``resolve_inputs`` calls
     :func:`resolve_model_folder`), so the checks read the files that will be loaded; a name that is still not a
     local folder is left to transformers' own loading.
     """
-    from vocadapt.components.surgery.safetensors_files import read_header
+    from vocadapt.components.model_folder_checks import check_checkpoint
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -39,19 +42,8 @@ def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool
         raise UserError(f"{what} {folder} has {found} and no *.safetensors; vocadapt loads safetensors only, "
                         "because pickled weights can run code when loaded: convert the checkpoint to safetensors "
                         "(e.g. load it where you trust it and save_pretrained(..., safe_serialization=True))")
-    for shard in shards:
-        try:
-            read_header(shard)
-        except (OSError, ValueError, UnicodeDecodeError) as error:
-            raise UserError(f"{what} {folder}: the safetensors header of {shard.name} cannot be read ({error}); "
-                            "the file is truncated or not safetensors, save the checkpoint again") from error
-    config_file = folder / "config.json"
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
-    except (OSError, ValueError) as error:
-        raise UserError(f"{what} {folder}: config.json cannot be read ({error}); give a Hugging Face checkpoint "
-                        "folder") from error
-    if isinstance(config, dict) and config.get("auto_map") and not trust_remote_code:
+    config = check_checkpoint(folder, what)  # config, shards, index, rows, tokenizer ids, special ids
+    if config.get("auto_map") and not trust_remote_code:
         raise UserError(f"{what} {folder}: config.json has auto_map (custom modeling code, "
                         f"{sorted(config['auto_map'])}), which would run Python from the folder; vocadapt runs none "
                         "unless a config sets source.trust_remote_code: true; use a model whose architecture "

@@ -92,6 +92,14 @@ def train_command(
         if bool(corpus) == (dataset is not None):
             raise UserError("give either --corpus FILE... or --dataset PATH (exactly one of them)")
         require_files(corpus, "--corpus")
+        from vocadapt.cli.values import at_least
+        from vocadapt.components.input_files import refuse_output_over_inputs
+
+        at_least("--vocab-size", vocab_size, 1, "tokens, special tokens included")
+        at_least("--min-frequency", min_frequency, 1)
+        at_least("--max-lines", max_lines, 1)
+        refuse_output_over_inputs(out, "--out", [*[("--corpus", path) for path in corpus], ("--dataset", dataset),
+                                                 ("--like", like)])
         if kind not in training.KINDS:
             raise UserError(f"--kind {kind!r}: unknown tokenizer kind; choose one of {', '.join(training.KINDS)}")
         if out.exists() and any(out.iterdir()) and not overwrite:
@@ -176,8 +184,16 @@ def expand_command(
     from vocadapt.components.tokenizers.train import save_atomically
 
     with user_errors(*BAD_INPUT):
+        from vocadapt.cli.values import at_least
+        from vocadapt.components.input_files import refuse_output_over_inputs
+
+        at_least("--top-k", top_k, 1, "new tokens to add")
         if top_k is not None and not corpus:
             raise UserError("--top-k needs --corpus FILE with target-language text to count tokens on")
+        refuse_output_over_inputs(out, "--out", [("--source", source), ("--target", target),
+                                                 *[(flag, path) for flag, paths in (("--corpus", corpus),
+                                                   ("--protect", protect), ("--protect-lexicon", protect_lexicon))
+                                                   for path in paths]])
         if out.exists() and any(out.iterdir()):
             raise UserError(f"--out {out} exists and is not empty; choose a new --out folder")
         source_tokenizer, target_tokenizer = load_tokenizer(source), load_tokenizer(target)
