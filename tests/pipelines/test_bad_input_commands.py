@@ -86,7 +86,7 @@ CASES = [
     Case("adapt unknown energy grid", adapt(**{"tracking.energy": "true", "tracking.country_iso_code": "XYZ"}),
          ("XYZ", "tracking.country_iso_code", "ISO 3166-1 alpha-3")),
     Case("adapt missing corpus file", adapt(**{"corpus.train": "[{cwd}/nope.txt]"}),
-         ("corpus.train", "nope.txt", "fix the path or run 'vocadapt assets'")),
+         ("corpus.train", "nope.txt", "fix the path or run `vocadapt assets`")),
     Case("adapt empty corpus", adapt(**{"corpus.train": "[{w.empty}]"}),
          ("{w.empty}", "empty", "one document per line")),
     Case("adapt corpus not UTF-8", adapt(**{"corpus.train": "[{w.latin1}]"}),
