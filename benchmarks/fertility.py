@@ -50,7 +50,8 @@ def adaptation_figures(workdir: str) -> None:
     from vocadapt.components.tokenizers.fertility import fertility_report
     from vocadapt.components.tokenizers.train import train_tokenizer
     from vocadapt.platform.assets import load_assets
-    from vocadapt.cli.commands.tokenizer import load_tokenizer, read_lines
+    from vocadapt.components.corpora.lines import read_lines
+    from vocadapt.platform.model_loading import load_tokenizer
 
     assets = load_assets(languages=("it",))
     source = load_tokenizer(str(assets.model_dir))
@@ -122,7 +123,8 @@ def _gemma_overlap(source) -> None:
 
 def main() -> int:
     from vocadapt.components.tokenizers.fertility import fertility_report
-    from vocadapt.cli.commands.tokenizer import load_tokenizer, read_lines
+    from vocadapt.components.corpora.lines import read_lines
+    from vocadapt.platform.model_loading import load_tokenizer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokenizer", default="embedded")

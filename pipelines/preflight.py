@@ -229,7 +229,7 @@ def resolve_methods(config: ExperimentConfig) -> dict[str, ConfiguredInitializer
         except ValueError as error:
             raise UserError(f"init.options.{method}: {error}") from error
         if methods[method].initializer.name == "wechsel":  # its fastText models and dictionary: 'embedded' or files
-            from vocadapt.platform.word_vectors import resolve_wechsel_options
+            from vocadapt.platform.assets import resolve_wechsel_options
 
             options = resolve_wechsel_options(config.init.options.get(method, {}), config.target.source_language,
                                               config.target.language)

@@ -310,3 +310,45 @@ def _build_lock(home: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --- resolving init.options.wechsel -----------------------------------------------------------------------------
+
+WECHSEL_FILE_OPTIONS = ("source_vectors", "target_vectors", "dictionary")
+
+
+def resolve_wechsel_options(options: dict[str, Any], source_language: str, target_language: str,
+                            assets: EmbeddedAssets | None = None) -> dict[str, Any]:
+    """``init.options.wechsel`` with each file option left out or 'embedded' replaced by the file `vocadapt assets`
+    built (the word models of the two languages, their FreeDict dictionary); a missing one raises a UserError naming
+    the fix. Options naming files are checked to exist. Other options pass through."""
+    from vocadapt.components.initializers.wechsel import EMBEDDED
+
+    resolved = dict(options)
+    wanted = [name for name in WECHSEL_FILE_OPTIONS if resolved.get(name, EMBEDDED) == EMBEDDED]
+    for name in WECHSEL_FILE_OPTIONS:
+        if name not in wanted and not Path(str(resolved[name])).expanduser().is_file():
+            raise UserError(f"init.options.wechsel.{name}: {resolved[name]} does not exist; give an existing file "
+                            f"or '{EMBEDDED}' (built by `vocadapt assets`)")
+    if not wanted:
+        return resolved
+    if assets is None:
+        assets = load_assets(languages=(target_language,))
+    files = {"source_vectors": ("word_vectors", source_language), "target_vectors": ("word_vectors", target_language),
+             "dictionary": ("dictionaries", f"{source_language}-{target_language}")}
+    for name in wanted:
+        section, key = files[name]
+        entry = assets.manifest.get(section, {}).get(key)
+        if entry is None:
+            raise UserError(
+                f"init.options.wechsel.{name}: the embedded default under {assets.home} has no {section} for {key}: "
+                f"run `vocadapt assets --lang {target_language}` (or name your own file in init.options.wechsel.{name})"
+            )
+        if "file" not in entry:
+            raise UserError(
+                f"init.options.wechsel.{name}: `vocadapt assets` could not build the {section} for {key}: "
+                f"{entry.get('missing')}. Fix that (apt-get needs network: run `apt-get update`, then "
+                f"`vocadapt assets --force`), or name your own file in init.options.wechsel.{name}"
+            )
+        resolved[name] = str(assets.home / entry["file"])
+    return resolved

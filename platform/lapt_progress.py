@@ -47,8 +47,6 @@ def follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
 
     from tqdm import tqdm
 
-    from vocadapt.platform.ray_train import ray_logs_dir  # here, not at the top: ray_train imports this module
-
     print(f"  Ray's own output (controller, workers): {ray_logs_dir()}", flush=True)
     bar, done = tqdm(total=total_steps, desc="LAPT", unit="step"), threading.Event()
 
@@ -77,3 +75,13 @@ def _show_progress(bar, progress_file: Path) -> None:
     bar.total = figures["total"]
     bar.n = figures["step"]
     bar.set_postfix(loss=f"{figures['loss']:.3f}", refresh=True)
+
+
+def ray_logs_dir() -> str:
+    """Where this process's Ray session keeps every worker's and actor's stdout and stderr (``worker-*.out``)."""
+    import ray
+
+    try:
+        return ray._private.worker._global_node.get_logs_dir_path()  # no public accessor in Ray 2.60
+    except AttributeError:
+        return "the Ray session's logs folder (/tmp/ray/session_latest/logs on a local cluster)"

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -193,3 +194,31 @@ def registered_model_name(config: ExperimentConfig) -> str:
 __all__ = ["HUB_MODEL_FILES", "check_model_folder", "load_causal_lm", "load_checkpoint_tokenizer", "load_model",
            "load_source_model", "load_source_tokenizer", "load_target_tokenizer", "looks_like_hub_id",
            "registered_model_name", "resolve_model_folder", "strip_custom_code"]
+
+
+def load_tokenizer(spec: str):
+    """A fast tokenizer from a folder, a .gguf file or ``embedded``; a UserError naming the fix otherwise."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    if spec == "embedded":
+        from vocadapt.platform.assets import load_assets
+
+        try:
+            spec = str(load_assets().model_dir)
+        except Exception as error:  # AssetsNotBuilt and friends carry the fix in their message
+            raise UserError(str(error)) from error
+    path = Path(spec)
+    if not path.exists():
+        raise UserError(f"tokenizer {spec!r} not found; pass a tokenizer folder, a .gguf file or 'embedded'")
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        from vocadapt.components.input_files import read_json
+
+        read_json(path / "tokenizer.json", "tokenizer", "save the tokenizer again (save_pretrained) or pass another "
+                  "folder")  # a damaged file named with its line, not a bare JSON error
+    try:
+        if path.suffix == ".gguf":
+            return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        return AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot load a tokenizer from {spec}: {error}; pass a folder with tokenizer.json") from error

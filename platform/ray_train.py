@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config_sections import ConfigError, LaptSection
-from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress
+from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
 from vocadapt.platform.lapt_worker import lapt_worker
 from vocadapt.platform.storage import StorageLocation, locate
 
@@ -81,16 +81,6 @@ def init_ray(num_cpus: int = 2) -> None:
         ray.init(**quiet)
     else:
         ray.init(num_cpus=num_cpus, **quiet)
-
-
-def ray_logs_dir() -> str:
-    """Where this process's Ray session keeps every worker's and actor's stdout and stderr (``worker-*.out``)."""
-    import ray
-
-    try:
-        return ray._private.worker._global_node.get_logs_dir_path()  # no public accessor in Ray 2.60
-    except AttributeError:
-        return "the Ray session's logs folder (/tmp/ray/session_latest/logs on a local cluster)"
 
 
 def lapt_section(settings: LaptSection | dict) -> LaptSection:

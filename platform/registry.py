@@ -407,3 +407,29 @@ def rollback(client, name: str, *, alias: str = "champion") -> tuple[int, int]:
                                  json.dumps({"at": _now(), "by": _who(), "to": previous}))
     client.set_model_version_tag(name, str(previous), f"vocadapt.promotion.{alias}.restored_at", _now())
     return current, previous
+
+
+def registry_client(tracking_uri: str | None):
+    """An MLflow client for the registry; an authentication failure becomes a clear user error."""
+    import mlflow
+
+    from vocadapt.platform.tracking import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        # opening a missing SQLite store would create an empty one: refused instead, nothing written
+        raise UserError(f"no MLflow store at {uri}: run this where `vocadapt adapt` wrote mlflow.db, or pass "
+                        "--tracking-uri (or set MLFLOW_TRACKING_URI)")
+    mlflow.set_registry_uri(uri)
+    return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def explain_mlflow_error(error: Exception) -> UserError:
+    """An MLflow failure as a user error: a refused login names the variables that fix it."""
+    text = str(error)
+    if "401" in text or "403" in text or "UNAUTHENTICATED" in text or "PERMISSION_DENIED" in text:
+        return UserError(
+            f"the MLflow server refused the request ({text.splitlines()[0][:200]}); set MLFLOW_TRACKING_USERNAME "
+            f"and MLFLOW_TRACKING_PASSWORD to a user allowed to manage this model"
+        )
+    return UserError(f"MLflow: {text.splitlines()[0][:300]}")

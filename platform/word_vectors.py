@@ -8,8 +8,8 @@ Layout under ``$VOCADAPT_HOME``::
 
 ``vocadapt.platform.assets`` decides what to build and moves the results into place; everything here writes only
 inside the workspace (or the download cache) it is given. A dictionary that cannot be downloaded (no apt, no
-network) is recorded as missing with the reason, like the word lists; :func:`resolve_wechsel_options` then names the
-fix. The published vectors (``cc.en.300.bin``) and the authors' dictionaries work too: name them in
+network) is recorded as missing with the reason, like the word lists; :func:`vocadapt.platform.assets.resolve_wechsel_options`
+then names the fix. The published vectors (``cc.en.300.bin``) and the authors' dictionaries work too: name them in
 ``init.options.wechsel``.
 """
 
@@ -23,7 +23,6 @@ from typing import Any
 
 from rich.console import Console
 
-from vocadapt.components.errors import UserError
 
 # fastText skip-gram, one thread and a seed (same corpus, same bytes): dim 100 as the authors' train_embeddings,
 # 3 epochs to stay near a minute per language on 2 cores (the authors train cbow for 20 epochs on far more text).
@@ -202,47 +201,3 @@ def dictd_pairs(index: str, data: bytes) -> list[tuple[str, str]]:
 
 def _single_word(text: str) -> bool:
     return bool(text) and re.fullmatch(r"\w+(?:[-'’]\w+)*", text) is not None and not text.isdigit()
-
-
-# --- resolving init.options.wechsel -----------------------------------------------------------------------------
-
-WECHSEL_FILE_OPTIONS = ("source_vectors", "target_vectors", "dictionary")
-
-
-def resolve_wechsel_options(options: dict[str, Any], source_language: str, target_language: str,
-                            assets: Any = None) -> dict[str, Any]:
-    """``init.options.wechsel`` with each file option left out or 'embedded' replaced by the file `vocadapt assets`
-    built (the word models of the two languages, their FreeDict dictionary); a missing one raises a UserError naming
-    the fix. Options naming files are checked to exist. Other options pass through."""
-    from vocadapt.components.initializers.wechsel import EMBEDDED
-
-    resolved = dict(options)
-    wanted = [name for name in WECHSEL_FILE_OPTIONS if resolved.get(name, EMBEDDED) == EMBEDDED]
-    for name in WECHSEL_FILE_OPTIONS:
-        if name not in wanted and not Path(str(resolved[name])).expanduser().is_file():
-            raise UserError(f"init.options.wechsel.{name}: {resolved[name]} does not exist; give an existing file "
-                            f"or '{EMBEDDED}' (built by `vocadapt assets`)")
-    if not wanted:
-        return resolved
-    if assets is None:
-        from vocadapt.platform.assets import load_assets
-
-        assets = load_assets(languages=(target_language,))
-    files = {"source_vectors": ("word_vectors", source_language), "target_vectors": ("word_vectors", target_language),
-             "dictionary": ("dictionaries", f"{source_language}-{target_language}")}
-    for name in wanted:
-        section, key = files[name]
-        entry = assets.manifest.get(section, {}).get(key)
-        if entry is None:
-            raise UserError(
-                f"init.options.wechsel.{name}: the embedded default under {assets.home} has no {section} for {key}: "
-                f"run `vocadapt assets --lang {target_language}` (or name your own file in init.options.wechsel.{name})"
-            )
-        if "file" not in entry:
-            raise UserError(
-                f"init.options.wechsel.{name}: `vocadapt assets` could not build the {section} for {key}: "
-                f"{entry.get('missing')}. Fix that (apt-get needs network: run `apt-get update`, then "
-                f"`vocadapt assets --force`), or name your own file in init.options.wechsel.{name}"
-            )
-        resolved[name] = str(assets.home / entry["file"])
-    return resolved

@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
         """Measure fertility (batch-encoded) of each tokenizer on the same corpus."""
         from vocadapt.components.tokenizers.fertility import fertility_report
         from vocadapt.components.tokenizers.overlap import token_overlap
-        from vocadapt.cli.commands.tokenizer import load_tokenizer, read_lines
+        from vocadapt.components.corpora.lines import read_lines
+        from vocadapt.platform.model_loading import load_tokenizer
 
         with user_errors(FileNotFoundError, ValueError):
             documents = read_lines(corpus, max_lines)

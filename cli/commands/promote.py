@@ -36,31 +36,6 @@ def load_gates(path: Path | None):
             from error
 
 
-def registry_client(tracking_uri: str | None):
-    """An MLflow client for the registry; an authentication failure becomes a clear user error."""
-    import mlflow
-
-    from vocadapt.platform.tracking import resolve_tracking_uri
-
-    uri = resolve_tracking_uri(tracking_uri)
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        # opening a missing SQLite store would create an empty one: refused instead, nothing written
-        raise UserError(f"no MLflow store at {uri}: run this where `vocadapt adapt` wrote mlflow.db, or pass "
-                        "--tracking-uri (or set MLFLOW_TRACKING_URI)")
-    mlflow.set_registry_uri(uri)
-    return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
-
-
-def explain_mlflow_error(error: Exception) -> UserError:
-    text = str(error)
-    if "401" in text or "403" in text or "UNAUTHENTICATED" in text or "PERMISSION_DENIED" in text:
-        return UserError(
-            f"the MLflow server refused the request ({text.splitlines()[0][:200]}); set MLFLOW_TRACKING_USERNAME "
-            f"and MLFLOW_TRACKING_PASSWORD to a user allowed to manage this model"
-        )
-    return UserError(f"MLflow: {text.splitlines()[0][:300]}")
-
-
 def register(app: typer.Typer) -> None:
     @app.command("promote")
     def promote_command(
@@ -80,7 +55,7 @@ def register(app: typer.Typer) -> None:
         from mlflow.exceptions import MlflowException
         from rich.console import Console
 
-        from vocadapt.platform.registry import gate_table, promote
+        from vocadapt.platform.registry import explain_mlflow_error, gate_table, promote, registry_client
 
         with user_errors():
             gates = load_gates(gates_path) if gates_path is not None else None  # None: recorded, else default
@@ -108,7 +83,7 @@ def register(app: typer.Typer) -> None:
         """Move the alias back to the version it pointed at before the last promotion."""
         from mlflow.exceptions import MlflowException
 
-        from vocadapt.platform.registry import rollback
+        from vocadapt.platform.registry import explain_mlflow_error, registry_client, rollback
 
         with user_errors():
             try:

@@ -32,12 +32,14 @@ def register(app: typer.Typer) -> None:
 
         from mlflow.exceptions import MlflowException
 
-        from vocadapt.cli.commands.promote import explain_mlflow_error, registry_client
+        from vocadapt.platform.registry import explain_mlflow_error, registry_client
         from vocadapt.platform.serving import download_verified, parse_model_uri, serve_verified
         from vocadapt.platform.tracking import resolve_tracking_uri
 
         with user_errors():
             name, _, _ = parse_model_uri(model_uri)
+            if port is not None and not check_only:
+                _check_port(port)  # before anything is downloaded
             uri = resolve_tracking_uri(tracking_uri)
             destination = download_dir or Path("runs") / "served" / name
             try:
@@ -60,6 +62,23 @@ def register(app: typer.Typer) -> None:
                     time.sleep(3600)
             except KeyboardInterrupt:
                 typer.echo("stopping")
+
+
+def _check_port(port: int) -> None:
+    """``--port`` must be a port number that nothing on 127.0.0.1 listens on yet."""
+    import socket
+
+    from vocadapt.components.errors import UserError
+
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: not a port number; give one from 1 to 65535, or leave --port out for a "
+                        "free one")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise UserError(f"--port {port}: 127.0.0.1:{port} is taken ({error.strerror}); stop what listens there, "
+                            "give another --port, or leave --port out for a free one") from None
 
 
 def _raise_keyboard_interrupt(signum, frame) -> None:

@@ -7,7 +7,6 @@ SmolLM2 tokenizer, after ``vocadapt assets``). Everything runs offline.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -15,53 +14,11 @@ import typer
 
 from vocadapt.cli.errors import user_errors
 
+from vocadapt.components.corpora.lines import read_lines, require_files
 from vocadapt.components.errors import UserError
 
 tokenizer_app = typer.Typer(help="Train, compare and expand tokenizers.", no_args_is_help=True)
 BAD_INPUT = (FileNotFoundError, FileExistsError, ValueError)
-
-
-def load_tokenizer(spec: str):
-    """A fast tokenizer from a folder, a .gguf file or ``embedded``; a UserError naming the fix otherwise."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer
-
-    if spec == "embedded":
-        from vocadapt.platform.assets import load_assets
-
-        try:
-            spec = str(load_assets().model_dir)
-        except Exception as error:  # AssetsNotBuilt and friends carry the fix in their message
-            raise UserError(str(error)) from error
-    path = Path(spec)
-    if not path.exists():
-        raise UserError(f"tokenizer {spec!r} not found; pass a tokenizer folder, a .gguf file or 'embedded'")
-    if path.is_dir() and (path / "tokenizer.json").is_file():
-        from vocadapt.components.input_files import read_json
-
-        read_json(path / "tokenizer.json", "tokenizer", "save the tokenizer again (save_pretrained) or pass another "
-                  "folder")  # a damaged file named with its line, not a bare JSON error
-    try:
-        if path.suffix == ".gguf":
-            return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        return AutoTokenizer.from_pretrained(str(path))
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot load a tokenizer from {spec}: {error}; pass a folder with tokenizer.json") from error
-
-
-def read_lines(files: list[Path], max_lines: Optional[int] = None, flag: str = "--corpus") -> list[str]:
-    """Non-empty lines of text files (one document per line); a missing file is named with its ``flag``."""
-    from vocadapt.components.tokenizers.train import iter_corpus_lines
-
-    require_files(files, flag)
-    return list(iter_corpus_lines(files, max_lines))
-
-
-def require_files(files: list[Path], flag: str) -> None:
-    missing = [str(path) for path in files if not Path(path).is_file()]
-    if missing:
-        raise UserError(f"{flag} {', '.join(missing)}: no such file; pass existing UTF-8 text files, one document "
-                        "per line")
 
 
 def register(app: typer.Typer) -> None:
@@ -89,6 +46,8 @@ def train_command(
     from vocadapt.components.tokenizers import train as training
 
     with user_errors(*BAD_INPUT):
+        from vocadapt.platform.model_loading import load_tokenizer
+
         if bool(corpus) == (dataset is not None):
             raise UserError("give either --corpus FILE... or --dataset PATH (exactly one of them)")
         require_files(corpus, "--corpus")
@@ -145,6 +104,8 @@ def overlap_command(
     from vocadapt.components.tokenizers.overlap import token_overlap
 
     with user_errors(*BAD_INPUT):
+        from vocadapt.platform.model_loading import load_tokenizer
+
         overlap = token_overlap(load_tokenizer(source), load_tokenizer(target))
     if as_json:
         typer.echo(json.dumps(overlap.as_dict(with_map=with_map), indent=2))
@@ -184,6 +145,8 @@ def expand_command(
     from vocadapt.components.tokenizers.train import save_atomically
 
     with user_errors(*BAD_INPUT):
+        from vocadapt.platform.model_loading import load_tokenizer
+
         from vocadapt.cli.values import at_least
         from vocadapt.components.input_files import refuse_output_over_inputs
 

@@ -234,7 +234,7 @@ class _Assets:
 
 
 def test_embedded_options_resolve_to_the_built_files_or_name_the_fix(tmp_path):
-    from vocadapt.platform.word_vectors import resolve_wechsel_options
+    from vocadapt.platform.assets import resolve_wechsel_options
 
     built = {"word_vectors": {"en": {"file": "word_vectors/en.bin"}, "it": {"file": "word_vectors/it.bin"}},
              "dictionaries": {"en-it": {"file": "dictionaries/en-it.txt"}}}
@@ -283,7 +283,8 @@ def test_without_apt_the_dictionary_is_recorded_missing_with_the_reason(tmp_path
     from rich.console import Console
 
     from vocadapt.platform import asset_builders
-    from vocadapt.platform.word_vectors import build_dictionary, resolve_wechsel_options
+    from vocadapt.platform.assets import resolve_wechsel_options
+    from vocadapt.platform.word_vectors import build_dictionary
 
     monkeypatch.setattr(asset_builders.shutil, "which", lambda name: None)
     entry = build_dictionary("it", tmp_path / "downloads", tmp_path / "work", Console(quiet=True))
