@@ -16,6 +16,7 @@ from tests.registry.tiny_registry_world import build_tiny_model, lineage, log_ad
 from vocadapt.cli.app import app
 
 NAME = "vocadapt-it-served"
+PROMPT = "La capitale d'Italia è"
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +109,11 @@ def test_unknown_models_are_refused_clearly(registry, no_server, tmp_path, uri, 
     assert result.exit_code == 2 and message in result.output
 
 
-def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
-    """`vocadapt serve` as a user runs it: prints the endpoint once healthy, answers, and stops vLLM when it is
-    stopped itself (SIGTERM, as a process manager or `kill` stops it: the server must not be left orphaned)."""
+def test_the_champion_completes_an_italian_prompt_over_http(registry, tiny_model, tmp_path):
+    """`vocadapt serve` as a user runs it: prints the endpoint once healthy, answers what transformers' greedy decode
+    of the same checkpoint answers (the same prompt ids, the same first tokens, the same text; an answer from other
+    weights would be refused), and stops vLLM when it is stopped itself (SIGTERM, as a process manager or `kill`
+    stops it: the server must not be left orphaned)."""
     import re
     import signal
     import subprocess
@@ -119,6 +122,8 @@ def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
     import requests
 
     from vocadapt.platform.evaluation.serving import serving_venv_dir, serving_venv_ready
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch
 
     if not serving_venv_ready():
         pytest.skip(f"no vLLM serving environment at {serving_venv_dir()} (build it with "
@@ -139,10 +144,9 @@ def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
         assert served_name == NAME
         assert requests.get(f"{base_url}/models", timeout=10).json()["data"][0]["id"] == NAME
         response = requests.post(f"{base_url}/completions", timeout=120, json={
-            "model": served_name, "prompt": "La capitale d'Italia è", "max_tokens": 8, "temperature": 0})
+            "model": served_name, "prompt": PROMPT, "max_tokens": 8, "temperature": 0, "return_token_ids": True})
         assert response.status_code == 200, response.text
-        assert isinstance(response.json()["choices"][0]["text"], str)
-        assert response.json()["usage"]["completion_tokens"] >= 1
+        answer = response.json()["choices"][0]
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -151,3 +155,24 @@ def test_the_champion_completes_an_italian_prompt_over_http(registry, tmp_path):
             process.kill()
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{base_url}/health", timeout=5)
+    tokenizer = load_checkpoint_tokenizer(tiny_model)
+    assert answer["prompt_token_ids"] == tokenizer(PROMPT)["input_ids"]
+    expected = greedy_decode(tiny_model, PROMPT, 8)
+    assert served_answer_mismatch(tokenizer, expected, answer["text"], answer["token_ids"]) is None, answer
+    assert answer["token_ids"] == expected and response.json()["usage"]["completion_tokens"] == len(expected)
+    other = shutil.copytree(tiny_model, tmp_path / "other-weights")
+    _other_weights(other)
+    assert served_answer_mismatch(tokenizer, greedy_decode(other, PROMPT, 8), answer["text"], answer["token_ids"])
+
+
+def _other_weights(model_dir: Path) -> None:
+    """The checkpoint with other weights: an answer served from it must not pass for the champion's."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    generator = torch.Generator().manual_seed(1)
+    weights = {name: tensor + torch.randn(tensor.shape, generator=generator) * tensor.std()
+               for name, tensor in load_file(model_dir / "model.safetensors").items()}
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+
+
