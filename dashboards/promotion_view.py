@@ -85,7 +85,9 @@ def promotion_view(client) -> None:
         st.markdown("\n".join(f"- **{gate.gate}**: {gate.detail}" for gate in gates.itertuples()))
     st.header(f"{name}: alias history")
     history = promotion.alias_history_table(client, name)
-    st.table(history.fillna("").astype(str).set_index(["alias", "version"]))
+    columns = [column for column in promotion.HISTORY_COLUMNS if column != "model"]
+    st.markdown(_markdown_table(columns, [["" if pd.isna(row[c]) else str(row[c]) for c in columns]
+                                          for _, row in history.iterrows()]))
 
 
 def _gate_chart(gates: pd.DataFrame) -> None:
