@@ -8,6 +8,7 @@ stays fast.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -48,9 +49,17 @@ app = typer.Typer(
 )
 
 
+# Rich draws tables to the terminal's width, and to 80 columns when the output is a file or a pipe (a log, CI):
+# there the widest tables (the side-by-side, the gates) were cut. A log gets this width instead; COLUMNS, when set,
+# still wins.
+LOG_COLUMNS = 160
+
+
 @app.callback()
 def _root() -> None:
     """Adapt an English-first LLM to another language by changing its vocabulary."""
+    if not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        os.environ["COLUMNS"] = str(LOG_COLUMNS)
 
 
 def _register_commands() -> None:

@@ -1,7 +1,9 @@
 """LAPT's progress on the user's console while Ray's own output goes to its log files.
 
-Rank 0 writes its step and loss to a small JSON file after every optimizer step (:func:`worker_progress`); the
-driver draws one tqdm bar from that file while ``fit`` runs (:func:`follow_progress`).
+Rank 0 writes its step and loss to a small JSON file after every optimizer step (:func:`worker_progress`), and how
+far the steps that are not optimizer steps are (the head fit's forwards and updates: :func:`worker_phase_progress`,
+a phase named in the file); the driver draws a tqdm bar per phase from that file while ``fit`` runs
+(:func:`follow_progress`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 
 PROGRESS_FILE = "progress.json"
 PROGRESS_ENV = "VOCADAPT_LAPT_PROGRESS_FILE"
+LAPT_PHASE = "LAPT"
+PHASE_REDRAWS = 20  # a phase is recorded (and redrawn) every 5% of its work: a log gets about 20 lines of it
 
 
 def worker_progress(rank: int, total_steps: int):
@@ -22,9 +26,8 @@ def worker_progress(rank: int, total_steps: int):
     path = os.environ.get(PROGRESS_ENV) if rank == 0 else None
     if path:
         def record(step: int, metrics: dict) -> None:
-            figures = {"step": step, "total": total_steps, "loss": float(metrics["loss"])}
-            Path(path + ".tmp").write_text(json.dumps(figures), encoding="utf-8")
-            os.replace(path + ".tmp", path)  # the driver never reads half a file
+            _write_figures(path, {"phase": LAPT_PHASE, "step": step, "total": total_steps,
+                                  "loss": float(metrics["loss"])})
 
         return record
     from tqdm import tqdm
@@ -38,6 +41,29 @@ def worker_progress(rank: int, total_steps: int):
     return hook
 
 
+def worker_phase_progress(rank: int):
+    """Rank 0 records how far a phase that is not an optimizer step is (``phase_hook(phase, done, total)``), every
+    5% of it, in the file the driver follows; None elsewhere (without a file the phase shows nothing)."""
+    path = os.environ.get(PROGRESS_ENV) if rank == 0 else None
+    if not path:
+        return None
+    shown: dict[str, int] = {}
+
+    def record(phase: str, done: int, total: int) -> None:
+        mark = done * PHASE_REDRAWS // max(1, total)
+        if shown.get(phase) == mark:
+            return
+        shown[phase] = mark
+        _write_figures(path, {"phase": phase, "step": done, "total": total})
+
+    return record
+
+
+def _write_figures(path: str, figures: dict) -> None:
+    Path(path + ".tmp").write_text(json.dumps(figures), encoding="utf-8")
+    os.replace(path + ".tmp", path)  # the driver never reads half a file
+
+
 @contextmanager
 def follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
     """A tqdm bar in the driver that follows rank 0's progress file while ``fit`` runs (worker output stays in
@@ -48,11 +74,11 @@ def follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
     from tqdm import tqdm
 
     print(f"  Ray's own output (controller, workers): {ray_logs_dir()}", flush=True)
-    bar, done = tqdm(total=total_steps, desc="LAPT", unit="step"), threading.Event()
+    bars, done = _PhaseBars(tqdm, total_steps), threading.Event()
 
     def poll() -> None:
         while not done.wait(every):
-            _show_progress(bar, progress_file)
+            bars.show(progress_file)
 
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
@@ -61,20 +87,40 @@ def follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
     finally:
         done.set()
         watcher.join()
-        _show_progress(bar, progress_file)
-        bar.close()
+        bars.show(progress_file)
+        bars.close()
 
 
-def _show_progress(bar, progress_file: Path) -> None:
-    try:
-        figures = json.loads(progress_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # not written yet
-    if figures["step"] == bar.n:
-        return  # redrawn only when a step ends: a console that is not a terminal gets one line per redraw
-    bar.total = figures["total"]
-    bar.n = figures["step"]
-    bar.set_postfix(loss=f"{figures['loss']:.3f}", refresh=True)
+class _PhaseBars:
+    """One tqdm bar for the phase the progress file names: LAPT's steps first, then (with a head fit) its forwards
+    and its updates, each bar closed when the next phase starts."""
+
+    def __init__(self, tqdm, total_steps: int):
+        self._tqdm = tqdm
+        self.phase = LAPT_PHASE
+        self.bar = tqdm(total=total_steps, desc=LAPT_PHASE, unit="step")
+
+    def show(self, progress_file: Path) -> None:
+        try:
+            figures = json.loads(progress_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # not written yet
+        phase = figures.get("phase", LAPT_PHASE)
+        if phase != self.phase:
+            self.bar.close()
+            self.phase = phase
+            self.bar = self._tqdm(total=figures["total"], desc=phase, unit="step" if phase == LAPT_PHASE else "it")
+        if figures["step"] == self.bar.n:
+            return  # redrawn only when a step ends: a console that is not a terminal gets one line per redraw
+        self.bar.total = figures["total"]
+        self.bar.n = figures["step"]
+        if "loss" in figures:
+            self.bar.set_postfix(loss=f"{figures['loss']:.3f}", refresh=True)
+        else:
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def ray_logs_dir() -> str:

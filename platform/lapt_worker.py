@@ -19,7 +19,7 @@ from typing import Any
 
 from vocadapt.platform import model_loading
 from vocadapt.platform.config_sections import LaptSection
-from vocadapt.platform.lapt_progress import PROGRESS_ENV, worker_progress
+from vocadapt.platform.lapt_progress import PROGRESS_ENV, worker_phase_progress, worker_progress
 
 METRIC_PREFIX = "lapt_"  # LAPT's metrics in the MLflow run (the dashboard reads them by it)
 
@@ -84,7 +84,7 @@ def lapt_worker(config: dict) -> None:
             resume_state=resume_dir, eval_documents=config["eval_documents"],
             engine_factory=_engine_factory(settings),
             step_hook=worker_progress(rank, settings.total_steps(ray.train.get_context().get_world_size())),
-            distillation=distillation,
+            distillation=distillation, phase_hook=worker_phase_progress(rank),
         )
     _report_final(result, tokenizer, rank, energy.total(stop=True))
 

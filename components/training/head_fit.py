@@ -35,7 +35,7 @@ new rows' gradient is averaged, so every rank ends with the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -94,6 +94,8 @@ def new_token_ids_of(model: nn.Module) -> list[int]:
 
 FORWARD_TOKENS = 4096  # micro-batches are stacked up to this many tokens per forward pass of the body
 METRIC_POSITIONS = 65536  # loss_before / loss_after: over at most this many evenly spaced fit positions (per rank)
+# progress(phase, done, total): the body's forwards over the fit's tokens ("hidden states"), then Adam's updates
+HeadFitProgress = Callable[[str, int, int], None]
 
 
 def _stacked(batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
@@ -113,14 +115,17 @@ def _stacked(batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterable[t
 
 @torch.no_grad()
 def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], bf16: bool = False,
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   progress: HeadFitProgress | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(positions x hidden) float32 last hidden states, (positions,) next-token ids and (positions,) the index of the
     sequence each position comes from, real positions only. ``bf16``: the forward runs under bf16 autocast."""
     body = model.base_model
     states, targets, sequences = [], [], []
     sequence_count = 0
     device = next(model.parameters()).device
-    for input_ids, attention_mask in _stacked(batches):
+    forwards = list(_stacked(batches))
+    for done, (input_ids, attention_mask) in enumerate(forwards):
+        if progress:
+            progress("hidden states", done, len(forwards))
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
@@ -130,6 +135,8 @@ def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
         rows = torch.arange(sequence_count, sequence_count + len(input_ids), device=device)
         sequences.append(rows[:, None].expand_as(keep)[keep])
         sequence_count += len(input_ids)
+    if progress:
+        progress("hidden states", len(forwards), len(forwards))
     return torch.cat(states), torch.cat(targets), torch.cat(sequences)
 
 
@@ -137,14 +144,15 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
                         new_token_ids: Sequence[int], *, passes: int = 12, learning_rate: float = 1e-2,
                         positions_per_update: int = 4096, seed: int = 0, untie: bool = False,
                         validation_fraction: float = 0.1, checks_per_pass: int = 4,
-                        bf16: bool = False) -> HeadFitResult:
+                        bf16: bool = False, progress: HeadFitProgress | None = None) -> HeadFitResult:
     """Fit the LM-head rows of ``new_token_ids`` to the next-token targets of ``batches`` ((input_ids,
     attention_mask) pairs tokenized with the model's expanded tokenizer); every other parameter is left as it was.
     ``validation_fraction`` of the sequences (at least one, when there are two or more) is held out, its loss checked
     ``checks_per_pass`` times a pass, and the rows with the lowest held-out loss are kept (0: no held-out check, the
     last rows are kept). ``bf16``: the matrix products (the body's forward, the old rows' logits, the new rows'
     logits and their gradients) run under bf16 autocast; hidden states, log-sum-exps, losses, the rows and Adam stay
-    float32. See the module docstring. Deterministic for a given seed, batches and device."""
+    float32. ``progress(phase, done, total)``, when given, is told how far the forwards and the updates are. See the
+    module docstring. Deterministic for a given seed, batches and device."""
     if passes < 1:
         raise ValueError(f"passes must be at least 1, got {passes}")
     if not 0 <= validation_fraction < 1:
@@ -163,7 +171,7 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         raise ValueError(f"new token id {int(new_ids.max())} is past the head's {weight.shape[0]} rows")
     was_training = model.training
     model.eval()
-    hidden, targets, sequences = _hidden_states(model, batches, bf16)
+    hidden, targets, sequences = _hidden_states(model, batches, bf16, progress)
     device = hidden.device
 
     def products():  # the matrix products in bf16 when asked; everything they feed is float32
@@ -245,6 +253,8 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
                 rows.grad /= torch.distributed.get_world_size()
             optimizer.step()
             taken += 1
+            if progress:
+                progress("updates", taken, passes * updates)
             if checked and ((update + 1) % check_every == 0 or update + 1 == updates):
                 loss = mean_loss(held_out)  # the same on every rank: the same rows are kept everywhere
                 if loss < best_loss:

@@ -70,6 +70,7 @@ class _Run:
     stage_index: int = 0
     history: list = field(default_factory=list)
     trainable: dict = field(default_factory=dict)
+    phase_hook: Callable[[str, int, int], None] | None = None
 
 
 def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettings | dict, logger: MetricLogger | None = None, *,
@@ -77,7 +78,8 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
                eval_documents: dict[str, list[str]] | None = None,
                engine_factory: EngineFactory | None = None,
                step_hook: Callable[[int, dict], None] | None = None,
-               distillation: Distillation | None = None) -> LaptResult:
+               distillation: Distillation | None = None,
+               phase_hook: Callable[[str, int, int], None] | None = None) -> LaptResult:
     """Continue pre-training ``model`` on the mixed, packed ``data``; see the package docstring for the rest.
 
     settings: LaptSettings (the config's ``lapt`` section is one), or a mapping of its fields, validated (unknown
@@ -85,6 +87,8 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     called every ``checkpoint_every`` steps; ``write(directory)`` saves weights, optimizer, scheduler, data position
     and RNG there. resume_state: a directory ``write`` filled; training continues after its step.
     step_hook(step, metrics) runs on every rank after every optimizer step (progress bars, fault injection).
+    phase_hook(phase, done, total) follows the steps that are not optimizer steps (the head fit's forwards and
+    updates), on every rank.
     distillation: the teacher (the source model with its own tokenizer) for objectives with a 'distill' term.
     """
     if not isinstance(settings, LaptSettings):
@@ -106,6 +110,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     if distillation is not None:
         teacher_length = settings.teacher_max_length or settings.sequence_length
         run.teacher_flops_per_token = forward_flops_per_token(distillation.teacher, teacher_length)
+    run.phase_hook = phase_hook
     if settings.strategy == "new-head":  # no optimizer steps over the model: nothing to resume, a fit is minutes
         _fit_new_head(run, settings.learning_rate)
         return LaptResult(lm, run.history, run.step, run.tokens, run.trainable)
@@ -193,6 +198,13 @@ def _train_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engi
     engine.close()
 
 
+def _head_fit_progress(phase_hook: Callable[[str, int, int], None] | None):
+    """The head fit's progress as phases named for the console (``head fit: hidden states``), or None."""
+    if phase_hook is None:
+        return None
+    return lambda phase, done, total: phase_hook(f"head fit: {phase}", done, total)
+
+
 def _fit_new_head(run: _Run, learning_rate: float) -> None:
     """Strategy ``new-head`` (and ``head_fit_after``): the token budget's next packed batches, their hidden states
     once, the new head rows fitted ``head_fit_passes`` times over them (``head_fit.py``); logged as one more step."""
@@ -207,7 +219,7 @@ def _fit_new_head(run: _Run, learning_rate: float) -> None:
                                  passes=settings.head_fit_passes, learning_rate=learning_rate,
                                  seed=settings.seed, untie=settings.head_fit_untie,
                                  validation_fraction=settings.head_fit_validation_fraction,
-                                 bf16=settings.head_fit_bf16)
+                                 bf16=settings.head_fit_bf16, progress=_head_fit_progress(run.phase_hook))
     seconds = time.perf_counter() - started
     fitted = int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
     run.step = run.step + 1 if after_lapt else run.total_steps  # after LAPT: one step past the last optimizer step

@@ -247,3 +247,27 @@ def test_the_reported_fit_loss_reads_a_sample_of_the_positions_and_the_rows_are_
     assert torch.equal(rows, sampled_rows)
     assert sampled.positions == everything.positions
     assert sampled.loss_after < sampled.loss_before and sampled.loss_before != everything.loss_before
+
+
+def test_the_fit_reports_its_forwards_then_its_updates(tokenizer):
+    """The head fit says how far it is (the console's bar follows it): every forward, then every update, ending at
+    its total; through train_lapt the phases are named for the console."""
+    seen = []
+    model = make_model(VOCABULARY, tie=True)
+    fit_new_output_rows(model, _planted_batches(), NEW, passes=3, learning_rate=5e-2, positions_per_update=64,
+                        progress=lambda phase, done, total: seen.append((phase, done, total)))
+    phases = [phase for phase, _, _ in seen]
+    assert phases == sorted(phases, key=["hidden states", "updates"].index)  # forwards first, then updates
+    forwards = [(done, total) for phase, done, total in seen if phase == "hidden states"]
+    updates = [(done, total) for phase, done, total in seen if phase == "updates"]
+    assert forwards[-1][0] == forwards[-1][1] >= 1 and [d for d, _ in forwards] == list(range(len(forwards)))
+    assert updates[-1][0] == updates[-1][1] == len(updates) and updates[-1][1] % 3 == 0  # passes x updates a pass
+
+    named = []
+    model = make_model(len(tokenizer), tie=True)
+    model.config.vocadapt_init = {"mode": "expand", "new_id_ranges": [[len(tokenizer) - 40, len(tokenizer)]]}
+    settings = LaptSettings(strategy="new-head", max_steps=2, batch_size=2, sequence_length=16, learning_rate=1e-2,
+                            head_fit_passes=2, seed=0)
+    train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings,
+               phase_hook=lambda phase, done, total: named.append(phase))
+    assert set(named) == {"head fit: hidden states", "head fit: updates"}
