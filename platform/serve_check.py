@@ -14,7 +14,11 @@
   (what vLLM's fast detokenizer runs) and, where the vLLM serving environment exists
   (``platform/evaluation/serving.py``), by vLLM's own tokenizer and engine detokenizer in that environment
   (``vllm_decode_probe.py``), which also checks that vLLM encodes the probe texts to the same ids. Without that
-  environment the vLLM half is reported as skipped, never as passed.
+  environment the vLLM half is reported as skipped, never as passed. A difference names the case and the first
+  token that differs.
+- **Served answers** (``greedy_decode``, ``served_answer_mismatch``): what a server, the pyfunc or ``mlflow models
+  serve`` answers for a prompt is compared with transformers' greedy decode of the same checkpoint: the same first
+  tokens where the server reports its ids, and the same text.
 """
 
 from __future__ import annotations

@@ -92,21 +92,25 @@ def test_the_checkpoint_is_logged_once_as_safetensors_inside_the_mlflow_model(wo
     assert not [name for name in model_files if name.endswith((".pkl", ".pickle", ".bin", ".pt"))], model_files
 
 
+def _greedy_mismatch(original: Path, prompt: str, answer: str, max_new_tokens: int) -> str | None:
+    """What differs between a served answer and transformers' greedy decode of the checkpoint as registered."""
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch
+
+    expected = greedy_decode(original, prompt, max_new_tokens)
+    return served_answer_mismatch(load_checkpoint_tokenizer(original), expected, answer)
+
+
 def test_pyfunc_loads_the_champion_and_generates_what_transformers_generates(world):
     import mlflow
-    import torch
-
-    from vocadapt.platform.model_loading import load_model
 
     _, _, _, original = world
     loaded = mlflow.pyfunc.load_model(f"models:/{NAME}@champion")
     predicted = loaded.predict([PROMPT, "Il gatto"], params={"max_new_tokens": 6})
-    assert len(predicted) == 2 and all(isinstance(text, str) for text in predicted)
-    model, tokenizer = load_model(original)
-    ids = tokenizer(PROMPT, return_tensors="pt")
-    with torch.no_grad():
-        greedy = model.generate(**ids, max_new_tokens=6, do_sample=False, pad_token_id=tokenizer.pad_token_id)
-    assert predicted[0] == tokenizer.decode(greedy[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert len(predicted) == 2
+    for prompt, answer in zip([PROMPT, "Il gatto"], predicted, strict=True):
+        assert _greedy_mismatch(original, prompt, answer, 6) is None
+    assert _greedy_mismatch(original, PROMPT, predicted[1], 6)  # the comparison tells two answers apart
 
 
 def test_mlflow_models_serve_answers_a_completion_on_loopback(world, tmp_path):
@@ -141,7 +145,8 @@ def test_mlflow_models_serve_answers_a_completion_on_loopback(world, tmp_path):
                                  json={"inputs": [PROMPT], "params": {"max_new_tokens": 5}})
         assert response.status_code == 200, response.text
         predictions = response.json()["predictions"]
-        assert len(predictions) == 1 and isinstance(predictions[0], str)
+        assert len(predictions) == 1
+        assert _greedy_mismatch(world[3], PROMPT, predictions[0], 5) is None, predictions
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
