@@ -15,6 +15,16 @@ from pathlib import Path
 _LABEL_PREFIX = "__label__"
 # lid.176 has no Dzongkha; it is written in the Tibetan script, which the model labels "bo".
 _LABEL_OVERRIDES = {"dz": "bo"}
+# Every label lid.176 gives (``known_labels()``, listed here so a config is checked without loading the model;
+# tests/bad_input/test_generated_config_values.py compares the two): the languages vocadapt can check a corpus in.
+LID_LABELS = frozenset("""
+    af als am an ar arz as ast av az azb ba bar bcl be bg bh bn bo bpy br bs bxr ca cbk ce ceb ckb co cs cv cy
+    da de diq dsb dty dv el eml en eo es et eu fa fi fr frr fy ga gd gl gn gom gu gv he hi hif hr hsb ht hu hy
+    ia id ie ilo io is it ja jbo jv ka kk km kn ko krc ku kv kw ky la lb lez li lmo lo lrc lt lv mai mg mhr
+    min mk ml mn mr mrj ms mt mwl my myv mzn nah nap nds ne new nl nn no oc or os pa pam pfl pl pms pnb ps pt
+    qu rm ro ru rue sa sah sc scn sco sd sh si sk sl so sq sr su sv sw ta te tg th tk tl tr tt tyv ug uk ur uz
+    vec vep vi vls vo wa war wuu xal xmf yi yo yue zh
+""".split())
 
 
 class LanguageIdUnavailable(RuntimeError):

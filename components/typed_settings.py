@@ -27,7 +27,7 @@ def unknown_field_message(name: str, valid: Iterable[str]) -> str:
 class StrictSettings(BaseModel):
     """A pydantic model that refuses unknown keys, naming each with its nearest valid field."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN or infinity is never a setting
 
     @model_validator(mode="before")
     @classmethod

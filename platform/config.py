@@ -7,6 +7,7 @@ This module imports nothing heavy.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -44,6 +45,18 @@ class TargetSection(_Section):
         ..., min_length=2, description="ISO 639-1 code of the target language (fastText lid.176 label): it, hi, ja..."
     )
     source_language: str = Field("en", description="Language of the source model, kept as the forgetting check.")
+
+    @field_validator("language", "source_language")
+    @classmethod
+    def _checkable(cls, language: str) -> str:
+        """A code fastText's lid.176 labels (after dropping a region: pt-br -> pt), or no corpus could be checked."""
+        from vocadapt.components.language_id import LID_LABELS, fasttext_label
+
+        if fasttext_label(language) not in LID_LABELS:
+            close = difflib.get_close_matches(language.lower(), sorted(LID_LABELS), n=3)
+            raise ValueError(f"{language!r} is not a language code vocadapt can check corpora in; give an ISO 639 "
+                             f"code of fastText's lid.176 ({', '.join(close) or 'it, hi, ja, de...'})")
+        return language
 
 
 class CorpusSection(_Section):
@@ -83,7 +96,7 @@ class TokenizerSection(_Section):
         "min_frequency and max_training_lines are then unused; it is loaded without remote code.",
     )
     min_frequency: int = Field(2, ge=1, description="Least frequency of a merge or piece.")
-    max_training_lines: int | None = Field(None, description="Cap on lines used to train it (None: all).")
+    max_training_lines: int | None = Field(None, ge=1, description="Cap on lines used to train it (None: all).")
     expand_top_k: int | None = Field(
         None, ge=1, description="With init.mode=expand: add only the k most frequent new tokens on the corpus "
         "('0.01GB' §3: 50 to 5,000); None appends the whole new vocabulary ΔV ('Design choices' §3.1).",
@@ -201,8 +214,9 @@ class TrackingSection(_Section):
 class ExperimentConfig(_Section):
     """One vocabulary-adaptation experiment."""
 
-    name: str = Field("adapt", description="Run name, also the output folder's name.")
-    seed: int = Field(0, description="Seed for every random choice: same config and seed, same bytes.")
+    name: str = Field("adapt", description="Run name, also the output folder's name: one path component (no "
+                      "'/', not '.' or '..'), so the run's folder stays inside output_dir.")
+    seed: int = Field(0, ge=0, description="Seed for every random choice: same config and seed, same bytes.")
     output_dir: str = Field("runs", description="Where run outputs (tokenizer, models) are written.")
     source: SourceSection = Field(default_factory=SourceSection)
     target: TargetSection
@@ -213,6 +227,23 @@ class ExperimentConfig(_Section):
     lapt: LaptSection = Field(default_factory=LaptSection)
     merge: MergeSection = Field(default_factory=MergeSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
+
+    @field_validator("name")
+    @classmethod
+    def _one_path_component(cls, name: str) -> str:
+        if not name.strip() or name in (".", "..") or any(mark in name for mark in ("/", "\\", "\0")):
+            raise ValueError(f"{name!r} is not a folder name: the run's folder is output_dir/name/language, so name "
+                             "must be one path component (letters, digits, '-', '_', '.'; no '/', not '.' or '..')")
+        return name
+
+    @model_validator(mode="after")
+    def _top_k_within_the_vocabulary(self) -> ExperimentConfig:
+        top_k = self.tokenizer.expand_top_k
+        if top_k is not None and not self.tokenizer.pretrained and top_k > self.tokenizer.vocab_size:
+            raise ValueError(f"tokenizer.expand_top_k {top_k:,} is more than the {self.tokenizer.vocab_size:,} tokens "
+                             "of the target tokenizer it picks from (tokenizer.vocab_size); it is used as written, "
+                             "never capped: lower it or raise tokenizer.vocab_size")
+        return self
 
     @model_validator(mode="after")
     def _corpus_files_listed(self) -> ExperimentConfig:
@@ -274,7 +305,11 @@ def apply_override(tree: dict[str, Any], assignment: str, schema: type[BaseModel
     if "=" not in assignment:
         raise ConfigError(f"override {assignment!r} has no '='; write it as section.field=value")
     dotted, raw = assignment.split("=", 1)
-    set_dotted(tree, dotted.strip(), yaml.safe_load(raw) if raw.strip() else None, schema)
+    try:
+        value = yaml.load(raw, Loader=UniqueKeyLoader) if raw.strip() else None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"override {assignment!r}: the value is not valid YAML ({error})") from error
+    set_dotted(tree, dotted.strip(), value, schema)
 
 
 def set_dotted(tree: dict[str, Any], dotted: str, value: Any, schema: type[BaseModel] | None = ExperimentConfig,
@@ -334,14 +369,43 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         raise ConfigError(_explain(error, path)) from error
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key!r} on line {line} is given twice (first on line {seen[key]}); "
+                            "give each key once", key_node.start_mark)
+                    seen[key] = line
+                except TypeError:  # an unhashable key: the base loader names it
+                    pass
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml_mapping(path: Path, what: str, example: str) -> dict[str, Any]:
-    """A YAML file holding a mapping, or ConfigError saying what is wrong with it (``what``: "config file")."""
+    """A YAML file holding a non-empty mapping with each key once, UTF-8, or ConfigError saying what is wrong with
+    it (``what``: "config file")."""
+    from vocadapt.components.input_files import read_text
+
     if not path.is_file():
         raise ConfigError(f"{what} {path} does not exist; pass a YAML file such as {example}")
+    text = read_text(path, what)  # a byte that is not UTF-8 is named with its line
     try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        tree = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError(f"{what} {path} is not valid YAML: {error}") from error
+    if tree is None or tree == {}:
+        raise ConfigError(f"{what} {path} is empty; it would silently mean every default. Write the settings in "
+                          f"it (see {example})")
     if not isinstance(tree, dict):
         raise ConfigError(f"{what} {path} must hold a mapping, not {type(tree).__name__}")
     return tree

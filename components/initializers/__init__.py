@@ -104,19 +104,53 @@ class Initializer:
             if parameter.kind is inspect.Parameter.KEYWORD_ONLY
         }
 
-    def check_options(self, options: dict[str, Any]) -> None:
-        """Unknown options are refused, each with the nearest option the method has."""
+    def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Unknown options are refused, each with the nearest option the method has; a value that is not of its
+        parameter's type (``jitter=abc`` for a float, ``k=2.5`` for an int, NaN or infinity) is refused naming the
+        type. Returns the options as the method receives them (an int given for a float becomes that float)."""
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             hints = "; ".join(unknown_field_message(name, self.options) for name in unknown)
             raise ValueError(f"initialiser {self.name!r} has no option(s) {unknown} ({hints}); "
                              f"it accepts {sorted(self.options) or 'none'}")
+        return {name: _typed_option(self, name, value) for name, value in options.items()}
 
     def configure(self, options: dict[str, Any] | None = None, *, requested_as: str | None = None
                   ) -> ConfiguredInitializer:
         """This method with ``options``, checked once here."""
-        self.check_options(options or {})
-        return ConfiguredInitializer(self, dict(options or {}), requested_as or self.name)
+        return ConfiguredInitializer(self, self.check_options(options or {}), requested_as or self.name)
+
+
+def _typed_option(initializer: Initializer, name: str, value: Any) -> Any:
+    """``value`` checked against the type of the method's keyword-only parameter ``name`` (its annotation, else
+    the type of its default), in pydantic's strict mode except that an int is taken for a float."""
+    import typing
+
+    from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+    function = initializer.row_block_function or initializer.function
+    try:
+        annotation = typing.get_type_hints(function).get(name)
+    except (NameError, TypeError):
+        annotation = None
+    default = initializer.options[name]
+    if annotation is None:
+        if not isinstance(default, (bool, int, float, str)):
+            return value
+        annotation = type(default)
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    try:
+        adapter = TypeAdapter(annotation, config=ConfigDict(strict=True, allow_inf_nan=False))
+    except Exception:  # a type pydantic cannot check (a tensor, a tokenizer): the method checks it
+        return value
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as error:
+        expected = getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+        problem = error.errors()[0]["msg"]
+        raise ValueError(f"initialiser {initializer.name!r} option {name}={value!r}: {problem} ({expected} "
+                         f"expected, default {default!r}); give a value of that type") from None
 
 
 class MissingHelperError(ValueError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from vocadapt.components.errors import UserError
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     RoleSharedCache,
@@ -90,31 +91,47 @@ def _pursue(queries: torch.Tensor, anchors: torch.Tensor, k: int) -> tuple[torch
     return indices, coefficients
 
 
-def effective_k(k: int, anchors: int, helper_dimension: int) -> int:
-    """k capped at the number of shared tokens with a helper vector and at a quarter of the helper's dimension.
+DEFAULT_K = 64  # tokensurgeon's default
 
-    With k near or above the dimension the residual is already zero and the extra atoms fit nothing but
-    rounding: tokensurgeon's notes report exploding coefficients for k = 128 in a 100-dimensional donor, and ask
-    for k much smaller than d (its default 64 is d/32 to d/80 for 2,048- to 5,120-dimensional donors). A quarter
-    keeps 64 for any donor model from d = 256 up and gives 25 for a 100-dimensional fastText helper, which also
-    halves the pursuit's time against half the dimension (BENCHMARKS.md).
+
+def effective_k(k: int | None, anchors: int, helper_dimension: int) -> int:
+    """The atoms per new token: an explicit ``k`` as written, else a default that adapts to the helper.
+
+    The default is tokensurgeon's 64 capped at the number of shared tokens with a helper vector and at a quarter
+    of the helper's dimension: with k near or above the dimension the residual is already zero and the extra atoms
+    fit nothing but rounding (tokensurgeon's notes report exploding coefficients for k = 128 in a 100-dimensional
+    donor, and ask for k much smaller than d). A quarter keeps 64 for any donor model from d = 256 up and gives 25
+    for a 100-dimensional fastText helper, which also halves the pursuit's time against half the dimension
+    (BENCHMARKS.md). An explicit k is never changed: one above the shared tokens or the helper's dimension cannot
+    be used as written and is refused with the reason.
     """
-    return max(1, min(k, anchors, helper_dimension // 4))
+    if k is None:
+        return max(1, min(DEFAULT_K, anchors, helper_dimension // 4))
+    if k > anchors:
+        raise UserError(f"omp option k={k}: only {anchors:,} shared tokens have a helper vector, so a pursuit cannot "
+                        f"pick {k} atoms; give k <= {anchors:,}, or leave k out for the default (64 capped at the "
+                        "shared tokens and a quarter of the helper's dimension)")
+    if k > helper_dimension:
+        raise UserError(f"omp option k={k}: the helper's vectors have {helper_dimension} dimensions, so after "
+                        f"{helper_dimension} atoms the residual is zero and further atoms fit only rounding "
+                        f"(exploding coefficients); give k <= {helper_dimension}, or leave k out for the default")
+    return k
 
 
 @register_initializer("omp", needs_helper=True, helpers=HELPERS, columnwise=True)
-def omp(problem: InitProblem, *, k: int = 64, unseen: str = "random") -> torch.Tensor:
+def omp(problem: InitProblem, *, k: int | None = None, unseen: str = "random") -> torch.Tensor:
     """(N, hidden): row i = sum_j c_ij source_matrix[s_j], where helper(t_i) ~= sum_j c_ij helper(shared_j) is the
     k-atom orthogonal matching pursuit of the new token's helper vector over the shared tokens' helper vectors.
 
-    k: atoms per new token (tokensurgeon's default, 64), capped by :func:`effective_k`. The coefficients are
+    k: atoms per new token, used as written (or refused, :func:`effective_k`); None (the default) is
+        tokensurgeon's 64 adapted to the helper. The coefficients are
         unconstrained least squares (no sum-to-one), as in tokensurgeon.
     The pursuit reads only the helper, so an untied model's LM head reuses the input embeddings' pursuit and
     applies its coefficients to the head's own source rows. A new token without a helper vector gets a random row
     from N(mu, sigma^2), as in the other helper methods, drawn column by column (``columnwise_gaussian_rows``);
     tokensurgeon writes zero rows for tokens the donor lacks. ``unseen="fvt"`` gives such a token its FVT row.
     """
-    if k < 1 or unseen not in UNSEEN_RULES:
+    if (k is not None and k < 1) or unseen not in UNSEEN_RULES:
         raise ValueError(f"omp needs k >= 1 and unseen {'|'.join(UNSEEN_RULES)}, got {k} and {unseen!r}")
     helper = require_helper(problem, "omp")
     overlap_targets, overlap_sources = overlap_pairs(problem)

@@ -76,7 +76,8 @@ class LaptSettings(StrictSettings):
     schedule: Literal["cosine", "constant"] = Field("cosine", description="Learning-rate schedule after warm-up.")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Cosine ends at learning_rate times this.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay (matrices only).")
-    max_grad_norm: float | None = Field(1.0, description="Clip the gradient norm to this (None: no clipping).")
+    max_grad_norm: float | None = Field(1.0, gt=0, description="Clip the gradient norm to this (None: no "
+                                       "clipping).")
     mixing: dict[str, float] = Field(
         default_factory=lambda: {"target": 0.75, "source": 0.25},
         description="Share of each language stream in the batches: 'target' and 'source'.",
@@ -138,7 +139,7 @@ class LaptSettings(StrictSettings):
         "0: only the final model. A killed worker resumes from the last one."
     )
     seed: int = Field(
-        0, description="Seed of the data order and the LoRA initialisation; in an experiment config it defaults to "
+        0, ge=0, description="Seed of the data order and the LoRA initialisation; in an experiment config it defaults to "
         "the experiment's top-level seed."
     )
     peak_flops: float | None = Field(
