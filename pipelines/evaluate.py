@@ -96,6 +96,7 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
             if path is not None and not (Path(path) / "config.json").is_file():
                 raise UserError(f"{role}: {path} is not a model folder; pass a folder with config.json and weights")
         check_model_folder(resolved.path, what="--model")  # a registered model, once downloaded
+        _check_tokenizer_loads(resolved.path)
         tasks = _build_tasks(suite, request, work_dir, console)
     except BaseException:
         if made_work_dir:
@@ -128,6 +129,17 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
     if request.work_dir is None:
         shutil.rmtree(work_dir, ignore_errors=True)
     return EvaluationResult(run_id, tracker.experiment_id, metrics, resolved.path, lineage)
+
+
+def _check_tokenizer_loads(folder: Path) -> None:
+    """The model's tokenizer loads (its files were checked by ``check_model_folder``), before any run is opened."""
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+
+    try:
+        load_checkpoint_tokenizer(folder)
+    except (OSError, ValueError, TypeError) as error:
+        raise UserError(f"--model {folder}: its tokenizer cannot be loaded ({str(error)[:200]}); save the model "
+                        "with its tokenizer (tokenizer.save_pretrained(folder))") from error
 
 
 def resolve_model(reference: str, tracking_uri: str, download_dir: Path) -> ResolvedModel:

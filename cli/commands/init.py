@@ -25,12 +25,23 @@ def _parse_options(pairs: list[str]) -> dict:
     return options
 
 
+def method_names() -> list[str]:
+    """The registered initialisers, read from their files (``components/initializers/<name>.py``, one per method,
+    named as registered; tests/bad_input checks the two agree) so that ``--help`` does not import torch."""
+    import importlib.util
+    import pkgutil
+
+    spec = importlib.util.find_spec("vocadapt.components.initializers")
+    return sorted(module.name for module in pkgutil.iter_modules(spec.submodule_search_locations or [])
+                  if not module.name.startswith("_"))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("init")
     def init_command(
         source_model: Path = typer.Option(..., "--source-model", help="Source checkpoint folder (safetensors, with its tokenizer)."),
         target_tokenizer: Path = typer.Option(..., "--target-tokenizer", help="Folder of the target tokenizer."),
-        method: str = typer.Option(..., "--method", help="Initialiser: random, multivariate, random_token, fvt (mean), merge, align, clp, focus, sava, salt, omp."),
+        method: str = typer.Option(..., "--method", help=f"Initialiser: {', '.join(method_names())} (fvt is also 'mean')."),
         out: Path = typer.Option(..., "--out", help="Folder to write the adapted checkpoint to (must not exist)."),
         helper: Optional[str] = typer.Option(None, "--helper", help="'fasttext[:dim=100,...]', 'model:DIR' or 'vectors:FILE.vec'."),
         mode: str = typer.Option("replace", "--mode", help="replace: new vocabulary; expand: source vocabulary plus new tokens."),
@@ -58,6 +69,10 @@ def register(app: typer.Typer) -> None:
             for path, what in ((source_model, "--source-model"), (target_tokenizer, "--target-tokenizer"), *[(c, "--corpus") for c in corpus]):
                 if not path.exists():
                     raise UserError(f"{what} {path} does not exist; give an existing path")
+            from vocadapt.cli.values import at_least
+
+            at_least("--rows", target_vocab_rows, 1, "rows of the new matrices")
+            at_least("--extra-heads", extra_heads, 0)
             if mode not in ("replace", "expand"):
                 raise UserError(f"--mode must be 'replace' or 'expand', got {mode!r}")
             from vocadapt.components.input_files import refuse_output_over_inputs

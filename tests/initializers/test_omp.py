@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vocadapt.components.errors import UserError
 from vocadapt.components.helpers import TokenVectors
 from vocadapt.components.initializers import InitProblem, get_initializer
 from vocadapt.components.initializers.omp import batch_omp, effective_k
@@ -80,14 +81,20 @@ def test_omp_rows_match_a_per_token_reference(seed):
     assert indices[0].tolist() == _reference_omp(helper.vectors[new_ids[0]].double().numpy(), atoms, k)[0]
 
 
-def test_k_is_capped_below_the_helper_dimension_and_the_shared_tokens():
-    assert effective_k(64, 20_000, 4096) == 64 and effective_k(64, 20_000, 256) == 64  # donor models
-    assert effective_k(64, 20_000, 100) == 25  # a 100-dimensional fastText helper: a quarter of its dimension
-    assert effective_k(64, 10, 300) == 10 and effective_k(64, 5, 1) == 1
+def test_the_default_k_adapts_and_an_explicit_k_is_used_as_written_or_refused():
+    assert effective_k(None, 20_000, 4096) == 64 and effective_k(None, 20_000, 256) == 64  # donor models
+    assert effective_k(None, 20_000, 100) == 25  # a 100-dimensional fastText helper: a quarter of its dimension
+    assert effective_k(None, 10, 300) == 10 and effective_k(None, 5, 1) == 1
+    assert effective_k(64, 20_000, 100) == 64  # written by the user: never capped
     helper, source, overlap, new_ids = _world(3, shared=150, helper_dim=16)
-    # Without the cap, k = 64 atoms in 16 dimensions: the fit is exact after 16 and the rest fit rounding.
-    rows = get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=64)
+    # The default: 4 atoms in 16 dimensions, finite and bounded rows.
+    rows = get_initializer("omp").function(_problem(source, new_ids, overlap, helper))
     assert torch.isfinite(rows).all() and rows.norm(dim=1).max() < 20 * source.norm(dim=1).mean()
+    # k = 64 atoms in 16 dimensions would fit rounding after 16: refused with the reason, not capped.
+    with pytest.raises(UserError, match="k=64.*16 dimensions"):
+        get_initializer("omp").function(_problem(source, new_ids, overlap, helper), k=64)
+    with pytest.raises(UserError, match="k=151.*150 shared tokens"):
+        effective_k(151, 150, 4096)
 
 
 def test_head_reuses_the_pursuit_with_its_own_rows_and_tokens_without_vectors_get_random_rows():
