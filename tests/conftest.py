@@ -38,7 +38,8 @@ def embedded_assets():
 # Real parts CI must run rather than skip (.ci/run sets them all): a test skipped for want of one fails instead,
 # naming the variable. Matched on the skip's reason, which every such test words this way.
 REQUIRED_PARTS = {"VOCADAPT_REQUIRE_VLLM": "vllm serving environment", "VOCADAPT_REQUIRE_BROWSER": "chromium",
-                  "VOCADAPT_REQUIRE_WORDLIST": "english word list", "VOCADAPT_REQUIRE_LLAMA_CPP": "llama-cpp-python"}
+                  "VOCADAPT_REQUIRE_WORDLIST": "english word list", "VOCADAPT_REQUIRE_LLAMA_CPP": "llama-cpp-python",
+                  "VOCADAPT_REQUIRE_TEST_TOKENIZERS": "no test tokenizer"}
 
 
 @pytest.hookimpl(hookwrapper=True)

