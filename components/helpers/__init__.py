@@ -11,37 +11,12 @@ Three kinds (SAVA §3.1, SALT §3 step 1, "0.01GB" §4.2):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
+from vocadapt.components.helpers.token_vectors import TokenVectors
 
 HELPER_KINDS = ("fasttext", "model", "vectors")
-
-
-@dataclass
-class TokenVectors:
-    """Helper vectors indexed by target token id.
-
-    vectors: (V_target, d) float32; row i is the helper's vector for target token i (zeros where unknown).
-    known: (V_target,) bool; False for tokens the helper has no vector for.
-    kind: "fasttext", "model" or "vectors".
-    description: where the vectors came from, for the record.
-    """
-
-    vectors: torch.Tensor
-    known: torch.Tensor
-    kind: str
-    description: str
-
-    def record(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "description": self.description,
-            "dimension": int(self.vectors.shape[1]),
-            "tokens_with_vectors": int(self.known.sum()),
-        }
 
 
 def _options(text: str) -> dict[str, str]:

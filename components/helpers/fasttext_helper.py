@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocadapt.components.helpers import TokenVectors
+from vocadapt.components.helpers.token_vectors import TokenVectors
 
 _WHITESPACE = re.compile(r"\s")
 # fastText splits words on whitespace; a token string holding one (an added token) gets this private-use character.

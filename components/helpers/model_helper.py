@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from vocadapt.components.helpers import TokenVectors
+from vocadapt.components.helpers.token_vectors import TokenVectors
 
 _EMBEDDING_SUFFIXES = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "shared.weight", "tok_embeddings.weight")
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocadapt.components.helpers import TokenVectors
+from vocadapt.components.helpers.token_vectors import TokenVectors
 from vocadapt.components.helpers.fasttext_helper import token_words
 
 
