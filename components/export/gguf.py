@@ -27,14 +27,15 @@ QUANTS = ("f16", "q8_0", "q4_k_m")
 
 # sha256 of the canonical JSON of tokenizer.json's {"normalizer", "pre_tokenizer"} -> llama.cpp's pre-tokenizer
 # name. Each entry is a real tokenizer's settings, and the name is the one llama.cpp's table gives that tokenizer
-# (tests/export/test_pre_tokenizers.py checks both against the converter); for GPT-2's byte-level regex, "gpt-2"
+# (tests/export/test_gguf_families.py checks the families' entries, and llama.cpp's ids on their adapted
+# vocabularies); for GPT-2's byte-level regex, "gpt-2"
 # rather than SmolLM2's "smollm", which also splits digits one by one: SmolLM2's vocabulary has no multi-digit
 # token, an adapted one may.
 KNOWN_PRE_TOKENIZERS = {
-    "11032a73bb79f61a7aa18b0d862909452f989d72cd0fff483463f7aac8ae7b2c": "gpt-2",  # ByteLevel, GPT-2's regex
-    "6b85533aa55da49ca59f015a8f51540795e6b93e63276aa654d1f5c3b0917ccf": "llama-bpe",  # Llama-3.1
-    "5a9ba7922c4cae06ebbc3f9b34ba91e23183b491ea56901215b96c19ab2faa8a": "qwen2",  # Qwen3
-    "b47b0148ad59bdc8ead6b4cbf382cbd129aef63c1c7fb2e88f2fdc4cea48cf0d": "deepseek-v3",  # DeepSeek-V3
+    "9721f40eb4254f2428c7a268bdbddb483cab41df0aa92021ec79f44788acf135": "gpt-2",  # ByteLevel, GPT-2's regex
+    "0b203869fced33203d17c133c3b3bb0e54e41e8ef4730e07ea9ade11879b840e": "llama-bpe",  # Llama-3.1
+    "f64ce79efdd97727e8943eeb2749e209c6559130bb7d7faf0497f2362ea6f884": "qwen2",  # Qwen3
+    "aa540206a5f5f44cfb5329c9a554205f144983a3300fc769c93c7187449b876d": "deepseek-v3",  # DeepSeek-V3
 }
 
 
@@ -58,10 +59,20 @@ class GgufFile:
     plan: GgufPlan
 
 
+def _splitting_settings(node):
+    """``node`` without ``trim_offsets``, which moves offsets but never changes how text is split (a tokenizer
+    trained like Qwen3's writes true where Qwen3's own says false)."""
+    if isinstance(node, dict):
+        return {key: _splitting_settings(value) for key, value in node.items() if key != "trim_offsets"}
+    if isinstance(node, list):
+        return [_splitting_settings(value) for value in node]
+    return node
+
+
 def pre_tokenizer_fingerprint(model_dir: Path) -> tuple[str, dict]:
-    """(sha256, settings) of tokenizer.json's normalizer and pre-tokenizer."""
+    """(sha256, settings) of tokenizer.json's normalizer and pre-tokenizer, as far as they decide the splitting."""
     data = json.loads((Path(model_dir) / "tokenizer.json").read_text(encoding="utf-8"))
-    settings = {"normalizer": data.get("normalizer"), "pre_tokenizer": data.get("pre_tokenizer")}
+    settings = _splitting_settings({"normalizer": data.get("normalizer"), "pre_tokenizer": data.get("pre_tokenizer")})
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(), settings
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 
 
-def load_gguf(path: Path, n_ctx: int = 512, threads: int = 2):
-    """llama.cpp's model and context for ``path`` (every position's logits kept, for bits per byte)."""
+def load_gguf(path: Path, n_ctx: int = 512, threads: int = 2, logits_all: bool = True):
+    """llama.cpp's model and context for ``path``; ``logits_all`` keeps every position's logits (bits per byte)."""
     from llama_cpp import Llama
 
-    return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, logits_all=True,
-                 verbose=False, seed=0)
+    return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                 logits_all=logits_all, verbose=False, seed=0)
 
 
 def token_ids(llm, text: str) -> list[int]:
@@ -63,11 +63,11 @@ def bits_per_byte(llm, texts: Sequence[str], bos_id: int | None) -> float:
     return bits / size
 
 
-def tokens_per_second(llm, prompt_ids: Sequence[int], steps: int) -> float:
-    """Greedy decoding speed after ``prompt_ids`` (prompt evaluation not counted)."""
+def decode_seconds(llm, token_ids: Sequence[int]) -> float:
+    """Wall time of feeding ``token_ids`` to llama.cpp one at a time (batch 1, its KV cache), teacher-forced, as
+    ``components/evaluation/decode_timing.py`` times transformers: the equal-content decoding measure."""
     llm.reset()
-    llm.eval(list(prompt_ids))
     started = time.perf_counter()
-    for _ in range(steps):
-        llm.eval([int(np.argmax(llm.scores[llm.n_tokens - 1]))])
-    return steps / (time.perf_counter() - started)
+    for token in token_ids:
+        llm.eval([int(token)])
+    return time.perf_counter() - started

@@ -50,3 +50,32 @@ def tiny_llama(tokenizer, folder: Path, seed: int) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
+    """A one-layer, reduced-width twin of ``family`` (its real tokenizer) whose vocabulary vocadapt replaced with,
+    or expanded by, a small Italian tokenizer trained like the family's (``kind``); the rows are random."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vocadapt.components.tokenizers.expand import expand_with_target
+    from vocadapt.components.tokenizers.replace import replace_vocabulary
+    from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
+    from vocadapt.platform.families.twins import build_twin
+
+    twin = build_twin(family, folder / "twin", layers=1, width="reduced", dtype="float32")
+    source = AutoTokenizer.from_pretrained(str(twin))
+    target = train_tokenizer_from_iterator(ITALIAN, kind, 1200,
+                                           folder / "target", like=source, show_progress=False)
+    adapted = (replace_vocabulary(source, target) if mode == "replace" else expand_with_target(source, target)).tokenizer
+    model = AutoModelForCausalLM.from_pretrained(str(twin))
+    rows = model.get_input_embeddings().weight.shape[0]
+    if mode == "replace" or len(adapted) > rows:
+        model.resize_token_embeddings(len(adapted), mean_resizing=False)
+    for role in ("bos", "eos", "pad"):
+        setattr(model.config, f"{role}_token_id", getattr(adapted, f"{role}_token_id"))
+        if model.generation_config is not None:
+            setattr(model.generation_config, f"{role}_token_id", getattr(adapted, f"{role}_token_id"))
+    out = folder / mode
+    model.save_pretrained(out)
+    adapted.save_pretrained(out)
+    return out
