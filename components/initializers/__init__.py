@@ -30,7 +30,10 @@ from vocadapt.components.typed_settings import unknown_field_message
 class InitProblem:
     """Everything a method may read to initialise the new rows of one matrix (input embeddings or LM head).
 
-    source_matrix: (V_source_rows, hidden) rows of the source model for this matrix, float32.
+    source_matrix: (V_source_rows, hidden) rows of the source model for this matrix, in the checkpoint's dtype
+        (bf16, fp16 or float32). A method reads the rows it needs as float32 (:func:`read_source_rows`, or
+        ``_common.gathered_rows`` for a sum over rows, ``_common.source_mean_std`` for per-column statistics), never
+        a float32 copy of the whole matrix (2.1 GB at Llama-3.1-8B's 128,256 x 4,096, beside the 1 GB bf16 one).
     new_target_ids: (N,) target ids whose rows the method must produce, in this order.
     overlap: target id -> source id for tokens shared by both vocabularies (canonical bytes + word-start flag).
     source_tokenizer, target_tokenizer: transformers tokenizers.

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from vocadapt.components.initializers import InitProblem, MissingHelperError, get_initializer
+from vocadapt.components.initializers import InitProblem, MissingHelperError, get_initializer, read_source_rows
 
 # Rows of the (new x overlap) similarity matrix handled at once: 2,048 x 20,000 float32 is 160 MB, which keeps
 # FOCUS, CLP and SALT inside the 4 GB budget of the 8B benchmark.
@@ -31,13 +31,40 @@ def overlap_pairs(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(target_ids, dtype=torch.long), torch.tensor(source_ids, dtype=torch.long)
 
 
-def source_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-dimension mean and standard deviation of the source rows, (hidden,) each.
+# Columns of a bf16/fp16 source converted to float32 at once for its per-column statistics: 128,256 rows x 256
+# columns is 131 MB, where a float32 copy of the whole 128,256 x 4,096 matrix is 2.1 GB.
+STATISTICS_COLUMNS = 256
 
-    ``torch.std_mean`` reduces without copying the matrix (an 128K x 4,096 float64 copy would be 4 GB).
+
+def source_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension mean and standard deviation of the source rows, (hidden,) each, float32.
+
+    ``torch.std_mean`` reduces without copying a float32 matrix (an 128K x 4,096 float64 copy would be 4 GB); a
+    bf16 or fp16 matrix is converted STATISTICS_COLUMNS columns at a time, never whole. Column j's mean and std
+    are the same either way: the reduction runs down each column (the streamed column blocks rely on it too).
     """
-    std, mean = torch.std_mean(source_matrix.float(), dim=0)
+    if source_matrix.dtype == torch.float32:
+        std, mean = torch.std_mean(source_matrix, dim=0)
+        return mean, std
+    hidden = source_matrix.shape[1]
+    mean = torch.empty(hidden, dtype=torch.float32)
+    std = torch.empty(hidden, dtype=torch.float32)
+    for first in range(0, hidden, STATISTICS_COLUMNS):
+        columns = slice(first, first + STATISTICS_COLUMNS)
+        std[columns], mean[columns] = torch.std_mean(source_matrix[:, columns].float(), dim=0)
     return mean, std
+
+
+def gathered_rows(problem: InitProblem, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float32 source rows ``ids`` name, each once, and ``ids`` renumbered into them (same shape).
+
+    For a method that sums source rows (``embedding_bag``, a sparse product): it reads the few rows it uses
+    instead of a float32 copy of the whole source matrix (2.1 GB at Llama-3.1-8B's 128,256 x 4,096). The rows keep
+    their order (``torch.unique`` sorts), so every bag sums the same values in the same order as over the whole
+    matrix: the same bytes.
+    """
+    unique, inverse = torch.unique(ids, sorted=True, return_inverse=True)
+    return read_source_rows(problem, unique), inverse.reshape(ids.shape)
 
 
 def gaussian_rows(source_matrix: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
@@ -199,9 +226,12 @@ def helper_anchors(
     problem: InitProblem, method: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """What the similarity methods (clp, focus, salt) share: the helper's vectors of the overlapping tokens that
-    have one, their source rows, and the helper's vectors of the new tokens.
+    have one, their source ids, and the helper's vectors of the new tokens.
 
-    Returns anchors (A, h_helper), anchor_rows (A, hidden) float, queries (N, h_helper) and has_vector (N,) bool.
+    Returns anchors (A, h_helper), anchor_sources (A,) int64 source ids, queries (N, h_helper) and has_vector (N,)
+    bool. The anchors' source rows are not read here: in an expansion every source token is an anchor, and their
+    float32 rows are the size of the whole matrix (2.1 GB at Llama-3.1-8B's); a method reads the ones it mixes
+    (:func:`gathered_rows`).
     """
     helper = require_helper(problem, method)
     overlap_targets, overlap_sources = overlap_pairs(problem)
@@ -210,6 +240,13 @@ def helper_anchors(
         raise ValueError(
             f"{method} found no shared token with a helper vector; check that the helper uses the target tokenizer"
         )
-    anchor_rows = problem.source_matrix[overlap_sources[anchor_known]].float()
     queries, has_vector = helper_rows(helper, problem.new_target_ids)
-    return anchor_vectors[anchor_known], anchor_rows, queries, has_vector
+    return anchor_vectors[anchor_known], overlap_sources[anchor_known], queries, has_vector
+
+
+def mix_rows(problem: InitProblem, sources: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor
+             ) -> torch.Tensor:
+    """(n, hidden) float32: row i = sum_j weights[i, j] * source row of ``sources[indices[i, j]]``, one weighted
+    ``embedding_bag`` over the rows it names (read once each, :func:`gathered_rows`). indices, weights: (n, k)."""
+    rows, index = gathered_rows(problem, sources[indices])
+    return torch.nn.functional.embedding_bag(index, rows, per_sample_weights=weights.to(rows.dtype), mode="sum")

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
-from vocadapt.components.initializers._common import RoleSharedCache, ids_key
+from vocadapt.components.initializers._common import RoleSharedCache, gathered_rows, ids_key
 
 _COUNTS = RoleSharedCache()
 
@@ -143,6 +143,18 @@ def alignment_weights(problem: InitProblem, max_lines: int, spans: str = "contai
     return matrix, torch.from_numpy(occurrences)
 
 
+def aligned_mix(problem: InitProblem, weights: torch.Tensor) -> torch.Tensor:
+    """(N, hidden) = weights @ source rows, reading only the source rows some weight uses (float32): the sparse
+    matrix's columns renumbered into them keep their order, so each row sums the same terms in the same order."""
+    indices = weights.indices()
+    if indices.shape[1] == 0:
+        return torch.zeros(weights.shape[0], problem.source_matrix.shape[1], dtype=torch.float32)
+    used_rows, columns = gathered_rows(problem, indices[1])
+    compact = torch.sparse_coo_tensor(torch.stack([indices[0], columns]), weights.values(),
+                                      (weights.shape[0], used_rows.shape[0]), is_coalesced=True)
+    return torch.sparse.mm(compact, used_rows)
+
+
 UNSEEN_RULES = ("merge", "fvt")
 
 
@@ -171,7 +183,7 @@ def align(
     weights, occurrences = _COUNTS.get(
         (problem.source_tokenizer, problem.target_tokenizer), key, lambda: alignment_weights(problem, max_lines, spans)
     )
-    rows = torch.sparse.mm(weights, problem.source_matrix.float())
+    rows = aligned_mix(problem, weights)
     never = occurrences == 0
     if bool(never.any()):
         if unseen == "merge":

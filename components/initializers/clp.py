@@ -16,6 +16,7 @@ time. Two things differ from focus and salt, whose few weights per token are com
   rounding (on the tiny test vocabularies they are the same bytes). torch's MKL products on this machine gave the
   same columns at widths 48, 64 and 1,024 anyway; the tiles make it hold by construction. 512-column tiles cost
   nothing against one product (0.55-0.60 s for 2,048 x 17,000 @ 17,000 x 1,024 either way); 64-column ones 1.7x.
+  The tiles are built one at a time from the source matrix, so the shared tokens' rows are never held whole.
 
 A token without a helper vector gets its N(mu, sigma^2) row column by column (``columnwise_gaussian_rows``).
 """
@@ -51,18 +52,21 @@ def clp_weights(similarity: torch.Tensor, top_k: int = 0) -> torch.Tensor:
     return torch.where(totals > 0, weights / totals.clamp_min(1e-12), uniform)
 
 
-def column_tiles(values: torch.Tensor, first: int, width: int) -> list[tuple[torch.Tensor, slice, slice]]:
-    """``values`` (O, w), columns first .. first + w - 1 of a wider matrix, as (O, width) tiles aligned to multiples
-    of ``width`` in that matrix, zero where the tile reaches past the block: [(tile, its columns, the block's)]."""
-    tiles, column, stop = [], first, first + values.shape[1]
+def tile_bounds(first: int, block_width: int, width: int) -> list[tuple[slice, slice]]:
+    """Columns first .. first + block_width - 1 of a wider matrix as tiles of ``width`` columns aligned to multiples
+    of ``width`` in that matrix: [(the tile's columns holding the block's, those columns of the block)]."""
+    bounds, column, stop = [], first, first + block_width
     while column < stop:
         tile_start = column // width * width
         end = min(tile_start + width, stop)
-        tile = torch.zeros(values.shape[0], width, dtype=torch.float32)
-        tile[:, column - tile_start : end - tile_start] = values[:, column - first : end - first]
-        tiles.append((tile, slice(column - tile_start, end - tile_start), slice(column - first, end - first)))
+        bounds.append((slice(column - tile_start, end - tile_start), slice(column - first, end - first)))
         column = end
-    return tiles
+    return bounds
+
+
+# Dense weights kept for every tile when they fit (N x O float32: 300 new x 128,256 shared tokens is 154 MB); past
+# this, each tile recomputes them, a chunk of queries at a time, with the same arithmetic (the same bytes).
+KEPT_WEIGHTS_BYTES = 512 * 1024 * 1024
 
 
 @register_initializer("clp", needs_helper=True, helpers=HELPERS, columnwise=True)
@@ -71,17 +75,31 @@ def clp(problem: InitProblem, *, top_k: int = 0) -> torch.Tensor:
 
     top_k: keep only the k most similar shared tokens per new token (0: all of them, as in the paper).
     A new token without a helper vector gets a random row from N(mu, sigma^2), drawn column by column.
+    The shared tokens' source rows are read one (O, TILE) float32 tile at a time (in an expansion every source token
+    is shared: all of them as float32 were the size of the whole matrix, 2.1 GB at Llama-3.1-8B's shape, and the
+    tiles as much again).
     """
-    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "clp")
-    first, hidden = problem.columns or (0, anchor_rows.shape[1])
-    tiles = column_tiles(anchor_rows, first, min(TILE, hidden))
+    anchors, anchor_sources, queries, has_vector = helper_anchors(problem, "clp")
+    block_width = problem.source_matrix.shape[1]
+    first, hidden = problem.columns or (0, block_width)
+    width = min(TILE, hidden)
     unit_keys = unit_rows(anchors)
-    rows = torch.empty(queries.shape[0], anchor_rows.shape[1], dtype=torch.float32)
-    for start in range(0, queries.shape[0], SIMILARITY_CHUNK_ROWS):
-        chunk = slice(start, start + SIMILARITY_CHUNK_ROWS)
-        weights = clp_weights(unit_rows(queries[chunk]) @ unit_keys.T, top_k)
-        for tile, tile_columns, block_columns in tiles:
-            rows[chunk, block_columns] = (weights @ tile)[:, tile_columns]
+    starts = range(0, queries.shape[0], SIMILARITY_CHUNK_ROWS)
+
+    def weights_of(start: int) -> torch.Tensor:
+        return clp_weights(unit_rows(queries[start : start + SIMILARITY_CHUNK_ROWS]) @ unit_keys.T, top_k)
+
+    kept = None
+    if queries.shape[0] * anchors.shape[0] * 4 <= KEPT_WEIGHTS_BYTES:
+        kept = [weights_of(start) for start in starts]
+    rows = torch.empty(queries.shape[0], block_width, dtype=torch.float32)
+    for tile_columns, block_columns in tile_bounds(first, block_width, width):
+        tile = torch.zeros(len(anchor_sources), width, dtype=torch.float32)  # zero past the block's columns
+        tile[:, tile_columns] = problem.source_matrix[anchor_sources, block_columns].float()
+        for index, start in enumerate(starts):
+            weights = kept[index] if kept is not None else weights_of(start)
+            rows[start : start + SIMILARITY_CHUNK_ROWS, block_columns] = (weights @ tile)[:, tile_columns]
+        del tile
     if not bool(has_vector.all()):
         rows[~has_vector] = columnwise_gaussian_rows(problem, int((~has_vector).sum()))
     return rows

@@ -25,6 +25,7 @@ from vocadapt.components.initializers._common import (
     columnwise_gaussian_rows,
     helper_anchors,
     ids_key,
+    mix_rows,
     overlap_pairs,
     top_sparsemax,
     unit_rows,
@@ -65,16 +66,15 @@ def focus(problem: InitProblem, *, temperature: float = 1.0) -> torch.Tensor:
     """
     if temperature <= 0:
         raise ValueError(f"focus temperature must be positive, got {temperature}")
-    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "focus")
+    anchors, anchor_sources, queries, has_vector = helper_anchors(problem, "focus")
     overlap_targets, overlap_sources = overlap_pairs(problem)
     key = (ids_key(problem.new_target_ids), ids_key(overlap_targets), ids_key(overlap_sources), temperature)
     chunks = _WEIGHTS.get((problem.helper, problem.target_tokenizer), key,
                           lambda: focus_neighbours(queries, anchors, temperature))
-    rows = torch.empty(queries.shape[0], anchor_rows.shape[1], dtype=torch.float32)
+    rows = torch.empty(queries.shape[0], problem.source_matrix.shape[1], dtype=torch.float32)
     for index, (weights, indices) in enumerate(chunks):
         start = index * SIMILARITY_CHUNK_ROWS
-        rows[start : start + SIMILARITY_CHUNK_ROWS] = torch.nn.functional.embedding_bag(
-            indices, anchor_rows, per_sample_weights=weights.to(anchor_rows.dtype), mode="sum")
+        rows[start : start + SIMILARITY_CHUNK_ROWS] = mix_rows(problem, anchor_sources, indices, weights)
     if not bool(has_vector.all()):
         rows[~has_vector] = columnwise_gaussian_rows(problem, int((~has_vector).sum()))
     return rows

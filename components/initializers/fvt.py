@@ -6,7 +6,9 @@ from __future__ import annotations
 import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
-from vocadapt.components.initializers._common import RoleSharedCache, columnwise_gaussian_rows, ids_key
+from vocadapt.components.initializers._common import (
+    RoleSharedCache, columnwise_gaussian_rows, gathered_rows, ids_key,
+)
 
 _PIECES = RoleSharedCache()
 
@@ -42,8 +44,11 @@ def fvt(problem: InitProblem) -> torch.Tensor:
     (``columnwise_gaussian_rows``) so that streamed surgery gives it the same values.
     """
     flat, offsets, has_pieces = piece_bags(problem)
-    source = problem.source_matrix.float()
-    rows = torch.nn.functional.embedding_bag(flat, source, offsets, mode="mean")
+    if len(flat):
+        pieces, index = gathered_rows(problem, flat)  # only the rows of the pieces, in float32
+        rows = torch.nn.functional.embedding_bag(index, pieces, offsets, mode="mean")
+    else:
+        rows = torch.zeros(len(offsets), problem.source_matrix.shape[1], dtype=torch.float32)
     if not bool(has_pieces.all()):
         missing = int((~has_pieces).sum())
         rows[~has_pieces] = columnwise_gaussian_rows(problem, missing)

@@ -17,6 +17,7 @@ from vocadapt.components.initializers._common import (
     UNSEEN_RULES,
     helper_rows,
     ids_key,
+    mix_rows,
     overlap_pairs,
     require_helper,
     unseen_rows,
@@ -149,10 +150,9 @@ def omp(problem: InitProblem, *, k: int | None = None, unseen: str = "random") -
 
     key = (ids_key(problem.new_target_ids), ids_key(overlap_targets[anchor_known]), atoms_per_token)
     indices, coefficients = _PURSUITS.get((helper, problem.target_tokenizer), key, compute)
-    anchor_rows = problem.source_matrix[anchor_sources].float()
     rows = torch.empty(len(problem.new_target_ids), problem.source_matrix.shape[1], dtype=torch.float32)
-    rows[has_vector] = torch.nn.functional.embedding_bag(indices, anchor_rows, per_sample_weights=coefficients,
-                                                         mode="sum")
+    if bool(has_vector.any()):  # the rows of the atoms each token uses, never all the shared tokens' rows
+        rows[has_vector] = mix_rows(problem, anchor_sources, indices, coefficients)
     if not bool(has_vector.all()):
         rows[~has_vector] = unseen_rows(problem, ~has_vector, unseen)
     return rows

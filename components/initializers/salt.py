@@ -20,6 +20,7 @@ from vocadapt.components.initializers._common import (
     columnwise_gaussian_rows,
     helper_anchors,
     ids_key,
+    mix_rows,
     overlap_pairs,
     top_sparsemax,
     unit_rows,
@@ -121,7 +122,7 @@ def salt(
         raise ValueError(
             "salt needs temperature > 0, max_neighbours >= 1, min_neighbours >= 1, ridge >= 0 and intercept >= 0"
         )
-    anchors, anchor_rows, queries, has_vector = helper_anchors(problem, "salt")
+    anchors, anchor_sources, queries, has_vector = helper_anchors(problem, "salt")
     overlap_targets, overlap_sources = overlap_pairs(problem)
     key = (ids_key(problem.new_target_ids), ids_key(overlap_targets), ids_key(overlap_sources), temperature,
            max_neighbours, ridge, intercept)
@@ -131,8 +132,7 @@ def salt(
     enough = has_vector.clone()
     for index, (indices, coefficients, counts) in enumerate(chunks):
         start = index * CHUNK
-        rows[start : start + CHUNK] = torch.nn.functional.embedding_bag(
-            indices, anchor_rows, per_sample_weights=coefficients, mode="sum")
+        rows[start : start + CHUNK] = mix_rows(problem, anchor_sources, indices, coefficients)
         enough[start : start + CHUNK] &= counts >= min_neighbours
     if not bool(enough.all()):
         rows[~enough] = columnwise_gaussian_rows(problem, int((~enough).sum()))

@@ -31,7 +31,7 @@ import torch
 from vocadapt.components.errors import UserError
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
-    SIMILARITY_CHUNK_ROWS, UNSEEN_RULES, RoleSharedCache, ids_key, unseen_rows,
+    SIMILARITY_CHUNK_ROWS, UNSEEN_RULES, RoleSharedCache, gathered_rows, ids_key, unseen_rows,
 )
 
 # The value of the three file options that the platform replaces with the files `vocadapt assets` builds.
@@ -221,8 +221,10 @@ def wechsel(
            min(len(problem.source_tokenizer), problem.source_matrix.shape[0]))
     indices, weights, has_vector = _NEIGHBOURS.get((problem.source_tokenizer, problem.target_tokenizer), key, compute)
     rows = torch.empty(len(problem.new_target_ids), hidden, dtype=torch.float32)
-    rows[has_vector] = torch.nn.functional.embedding_bag(
-        indices, problem.source_matrix.float(), per_sample_weights=weights, mode="sum")
+    if bool(has_vector.any()):
+        neighbour_rows, index = gathered_rows(problem, indices)  # only the neighbours' rows, in float32
+        rows[has_vector] = torch.nn.functional.embedding_bag(index, neighbour_rows, per_sample_weights=weights,
+                                                             mode="sum")
     if not bool(has_vector.all()):
         rows[~has_vector] = unseen_rows(problem, ~has_vector, unseen)
     return rows

@@ -247,30 +247,23 @@ def _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, 
     return seconds
 
 
-def read_float32(shard: Path, name: str, chunk_rows: int = 8192) -> tuple[torch.Tensor, torch.dtype]:
-    """One 2-D tensor of a shard as float32, read in row slices so the bf16 original never sits in memory whole
-    beside its float32 copy (128,256 x 4,096: 2.1 GB instead of 3.1 GB). Returns (tensor, original dtype)."""
+def read_tensor(shard: Path, name: str) -> torch.Tensor:
+    """One tensor of a shard, in its own dtype (no float32 copy: the initialisers read the rows they need as
+    float32)."""
     from safetensors import safe_open
 
     with safe_open(str(shard), framework="pt") as handle:
-        tensor_slice = handle.get_slice(name)
-        rows, hidden = tensor_slice.get_shape()
-        out = torch.empty(rows, hidden, dtype=torch.float32)
-        dtype = None
-        for start in range(0, rows, chunk_rows):
-            block = tensor_slice[start : start + chunk_rows]
-            dtype = block.dtype
-            out[start : start + chunk_rows] = block
-    return out, dtype or torch.float32
+        return handle.get_tensor(name)
 
 
 def _adapt_tensors(source_dir, weight_map, roles, plan, method, shared) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
-    """Read, adapt and keep each role's tensor, one at a time (peak: one float32 source matrix)."""
+    """Read, adapt and keep each role's tensor, one at a time (peak: the source matrix being adapted beside the
+    adapted ones, each in the checkpoint's dtype)."""
     new_tensors: dict[str, torch.Tensor] = {}
     seconds: dict[str, float] = {}
     for role, name in roles:
-        source, dtype = read_float32(source_dir / weight_map[name], name)
-        new_tensors[name], seconds[role] = adapt_matrix(source, plan, method, dtype=dtype, role=role, **shared)
+        source = read_tensor(source_dir / weight_map[name], name)
+        new_tensors[name], seconds[role] = adapt_matrix(source, plan, method, role=role, **shared)
         seconds[role] = round(seconds[role], 3)
         del source
     return new_tensors, seconds

@@ -17,8 +17,7 @@ from vocadapt.components.surgery.plan import VocabularyPlan
 
 def _problem(source_matrix: Any, plan: VocabularyPlan, *, role: str, source_tokenizer: Any, target_tokenizer: Any,
              seed: int = 0, helper: Any = None, corpus_files=(), columns=None) -> InitProblem:
-    if isinstance(source_matrix, torch.Tensor) and source_matrix.dtype != torch.float32:
-        source_matrix = source_matrix.float()
+    # the matrix as it is (bf16 at 8B scale): each method reads the rows it needs as float32 (InitProblem)
     return InitProblem(
         source_matrix=source_matrix,
         new_target_ids=plan.new_target_ids,
@@ -86,6 +85,10 @@ def initialise_row_blocks(
                            f"expected {len(plan.new_target_ids)}")
 
 
+# Shared rows gathered and placed at once: 8,192 x 4,096 bf16 rows is 64 MiB, however large the overlap.
+COPY_CHUNK_ROWS = 8192
+
+
 def assemble_matrix(
     source_matrix: torch.Tensor, plan: VocabularyPlan, new_rows: torch.Tensor, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
@@ -94,16 +97,21 @@ def assemble_matrix(
     through float32 is exact, so shared rows stay bit-identical.
 
     Expansion keeps every source row at its index (padding rows included); rows that are neither shared, new nor
-    kept padding are zero.
+    kept padding are zero. Besides the result, it holds COPY_CHUNK_ROWS gathered rows at a time: an expansion's
+    shared tokens keep their ids, and those rows are already in place with the kept ones (no 128,256-row gather).
     """
-    out = torch.zeros(plan.rows, source_matrix.shape[1], dtype=dtype or source_matrix.dtype)
-    if plan.mode == "expand":
-        kept = min(plan.rows, source_matrix.shape[0])
-        out[:kept] = source_matrix[:kept].to(out.dtype)
+    out = torch.empty(plan.rows, source_matrix.shape[1], dtype=dtype or source_matrix.dtype)
+    kept = min(plan.rows, source_matrix.shape[0]) if plan.mode == "expand" else 0
+    out[:kept] = source_matrix[:kept]
+    out[kept:] = 0
     if plan.target_to_source:
         targets = torch.tensor(list(plan.target_to_source), dtype=torch.long)
         sources = torch.tensor(list(plan.target_to_source.values()), dtype=torch.long)
-        out[targets] = source_matrix[sources].to(out.dtype)
+        moved = (targets != sources) | (targets >= kept)
+        targets, sources = targets[moved], sources[moved]
+        for first in range(0, len(targets), COPY_CHUNK_ROWS):
+            chunk = slice(first, first + COPY_CHUNK_ROWS)
+            out[targets[chunk]] = source_matrix[sources[chunk]].to(out.dtype)
     if len(plan.new_target_ids):
         out[plan.new_target_ids] = new_rows.to(out.dtype)
     return out
