@@ -51,7 +51,8 @@ def quick_suite_overrides() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def vllm_sized_model(tmp_path_factory, adapted_model_dir) -> Path:
     """The adapted tiny model's tokenizer with a Llama whose head_dim is 32: vLLM's CPU attention has no kernel
-    for head_dim 8 ("Unsupported CPU attention configuration: head_dim=8")."""
+    for head_dim 8 ("Unsupported CPU attention configuration: head_dim=8"). 2048 positions: the evaluation's
+    server asks for the generation step's default context (2048), which vLLM refuses past the model's."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -59,7 +60,7 @@ def vllm_sized_model(tmp_path_factory, adapted_model_dir) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(adapted_model_dir)
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
     LlamaForCausalLM(config).save_pretrained(folder)

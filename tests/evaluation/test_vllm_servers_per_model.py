@@ -1,9 +1,10 @@
 """The offline-vllm suite starts one vLLM server per model, which serves both its benchmarks and the generation
 step (warmed up before timing), and stops it afterwards, after Ctrl-C too.
 
-Only what needs the serving environment is faked: the server (started and stopped, no process) and the two clients
-that would talk to it over HTTP (lm-eval's ``local-completions`` and ``VllmBackend``), which generate with the
-folder's model in memory instead. The real server is exercised by test_vllm_harness and test_vllm_backend."""
+Two models against fakes (the server started and stopped without a process; lm-eval's ``local-completions`` and
+``VllmBackend`` generating with the folder's model in memory), and once for real: one model, one real server from the
+serving environment, whose every generation equals transformers' greedy decode (one server start, about a minute or
+two on CPU; CI must run it: without the environment it fails there, see tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,75 @@ def test_servers_stop_after_ctrl_c(tmp_path, fake_vllm, adapted_model_dir, sourc
     assert sorted(folder for _, folder in started) == sorted(folder for kind, folder in fake_vllm if kind == "stop")
     with model_servers(load_suite("offline"), folders, tmp_path) as servers:
         assert servers == {}  # the transformers backend needs no server
+
+
+def test_one_real_vllm_server_serves_the_benchmarks_and_the_generation_greedily(tmp_path, monkeypatch,
+                                                                                vllm_sized_model, held_out,
+                                                                                quick_suite_overrides):
+    """The evaluation of one model through the offline-vllm suite on a real server: started once, used by lm-eval's
+    generative benchmark and by every generation, stopped afterwards with its whole process group; each generated
+    answer is transformers' greedy continuation of its prompt (the same token ids, the text up to the stop)."""
+    import os
+
+    from vocadapt.pipelines.evaluate import EvaluationRequest, run_evaluate
+    from vocadapt.platform.evaluation import generation, harness, serving
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serve_check import encode_mismatch, greedy_decode
+
+    if not serving.serving_venv_ready():
+        pytest.skip(f"no vLLM serving environment at {serving.serving_venv_dir()} (build it with `make serving-env`)")
+    events, answers = [], []
+
+    class RecordedServer(serving.VllmServer):
+        def __enter__(self):
+            server = super().__enter__()
+            events.append(("start", self.model_name, self.base_url, self.process.pid))
+            return server
+
+        def stop(self):
+            if self.process is not None:
+                events.append(("stop", self.model_name, self.base_url, self.process.pid))
+            super().stop()
+
+    real_completions = harness.completions_model
+
+    def recorded_completions(base_url, *args, **kwargs):
+        events.append(("benchmark", base_url))
+        return real_completions(base_url, *args, **kwargs)
+
+    class RecordedBackend(generation.VllmBackend):
+        def generate(self, prompts, *, max_new_tokens):
+            record = super().generate(prompts, max_new_tokens=max_new_tokens)
+            events.append(("generate", self.base_url))
+            answers.extend((prompt, max_new_tokens, text, ids) for prompt, text, ids in
+                           zip(prompts, record.texts, record.token_ids, strict=True))
+            return record
+
+    monkeypatch.setattr(serving, "VllmServer", RecordedServer)
+    monkeypatch.setattr(harness, "completions_model", recorded_completions)
+    monkeypatch.setattr(generation, "VllmBackend", RecordedBackend)
+    request = EvaluationRequest(
+        model=str(vllm_sized_model), suite="offline-vllm", suite_overrides=quick_suite_overrides |
+        {"harness.limit": "2"}, held_out=held_out, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        work_dir=tmp_path / "work", energy=False)
+    metrics = run_evaluate(request).metrics
+
+    starts = [event for event in events if event[0] == "start"]
+    assert len(starts) == 1 and starts[0][1] == str(vllm_sized_model.resolve()), events
+    url, group = starts[0][2], starts[0][3]
+    kinds = [event[0] for event in events]
+    assert kinds[0] == "start" and kinds[-1] == "stop" and kinds.count("stop") == 1, kinds
+    assert {event[1] for event in events if event[0] in ("benchmark", "generate")} == {url}  # the one server
+    assert "benchmark" in kinds and kinds.count("generate") >= 2, kinds  # the warm-up, then the timed generation
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)  # no process of the server's group survives
+    assert 0 <= metrics["benchmark.vocadapt_translation_en_it.chrf"] <= 100
+    assert metrics["generation.vocadapt_translation_en_it.tokens_per_second"] > 0
+
+    tokenizer = load_checkpoint_tokenizer(vllm_sized_model)
+    assert answers and all(ids for _, _, _, ids in answers), answers
+    for prompt, max_new_tokens, text, ids in answers:
+        expected = greedy_decode(vllm_sized_model, prompt, max_new_tokens)
+        assert ids == expected[:len(ids)], f"{prompt!r}: {encode_mismatch(tokenizer, expected, ids, 'vLLM')}"
+        greedy_text = tokenizer.decode(expected, skip_special_tokens=True)
+        assert text == greedy_text.split(generation.STOP)[0], (prompt, text, greedy_text)  # vLLM stops at STOP
