@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
             None, "--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)."
         ),
         experiment: Optional[str] = typer.Option(None, "--experiment", help="Experiment selected at start."),
-        port: int = typer.Option(8501, "--port", help="Port on 127.0.0.1."),
+        port: int = typer.Option(8501, "--port", min=1, max=65535, help="Port on 127.0.0.1."),
         address: str = typer.Option("127.0.0.1", "--address", help="Address to serve on (0.0.0.0 to share)."),
     ) -> None:
         """Compare runs: fertility, bits per byte, loss curves, benchmarks, throughput, similarity, registry."""

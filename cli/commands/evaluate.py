@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         helper: Optional[str] = typer.Option(None, "--helper", help="Helper model folder for embedding similarity."),
         similar_to: list[Path] = typer.Option([], "--similar-to", help="Other adapted model folders (repeatable)."),
         backend: Optional[str] = typer.Option(None, "--backend", help="Generation backend: transformers or vllm."),
-        limit: Optional[int] = typer.Option(None, "--limit", help="Examples per lm-eval task (quick checks)."),
+        limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Examples per lm-eval task (quick checks)."),
         set_: list[str] = typer.Option([], "--set", help="Suite override, e.g. cloze.items=50 (repeatable)."),
         data: list[str] = typer.Option(
             [], "--data", help="Held-out files instead of the embedded corpora: LANG=FILE (text), LANG-en=FILE "

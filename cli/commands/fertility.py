@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
                                              "with --corpus, for parity (repeatable)."),
         new_from: Optional[str] = typer.Option(None, "--new-from", help="Source tokenizer: report the share of "
                                                "tokens that are not in it (the new vocabulary)."),
-        max_lines: Optional[int] = typer.Option(None, "--max-lines", help="Use the first N documents only."),
+        max_lines: Optional[int] = typer.Option(None, "--max-lines", min=1, help="Use the first N documents only."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
         """Measure fertility (batch-encoded) of each tokenizer on the same corpus."""

@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="Folder to write the adapted checkpoint to (must not exist)."),
         helper: Optional[str] = typer.Option(None, "--helper", help="'fasttext[:dim=100,...]', 'model:DIR' or 'vectors:FILE.vec'."),
         mode: str = typer.Option("replace", "--mode", help="replace: new vocabulary; expand: source vocabulary plus new tokens."),
-        seed: int = typer.Option(0, "--seed", help="Seed of every random choice."),
+        seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random choice."),
         corpus: list[Path] = typer.Option([], "--corpus", help="Target-language text file (repeatable), for align and fasttext."),
         option: list[str] = typer.Option([], "--option", help="Method option name=value (repeatable)."),
         target_vocab_rows: Optional[int] = typer.Option(None, "--rows", help="Rows of the new matrices (padding); default: tokens."),
@@ -60,6 +60,10 @@ def register(app: typer.Typer) -> None:
         from vocadapt.components.surgery import adapt_checkpoint
 
         with user_errors(ValueError, KeyError, FileNotFoundError):
+            from vocadapt.cli.values import at_least
+
+            at_least("--rows", target_vocab_rows, 1, "rows of the new matrices")  # values first, then files
+            at_least("--extra-heads", extra_heads, 0)
             try:
                 configured = configure_initializer(method, _parse_options(option))  # looked up and checked once
             except KeyError as error:
@@ -69,10 +73,6 @@ def register(app: typer.Typer) -> None:
             for path, what in ((source_model, "--source-model"), (target_tokenizer, "--target-tokenizer"), *[(c, "--corpus") for c in corpus]):
                 if not path.exists():
                     raise UserError(f"{what} {path} does not exist; give an existing path")
-            from vocadapt.cli.values import at_least
-
-            at_least("--rows", target_vocab_rows, 1, "rows of the new matrices")
-            at_least("--extra-heads", extra_heads, 0)
             if mode not in ("replace", "expand"):
                 raise UserError(f"--mode must be 'replace' or 'expand', got {mode!r}")
             from vocadapt.components.input_files import refuse_output_over_inputs

@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
     @app.command("promote")
     def promote_command(
         name: str = typer.Argument(..., help="Registered model name, e.g. vocadapt-it-smollm2-135m."),
-        version: int = typer.Option(..., "--version", help="Model version to promote."),
+        version: int = typer.Option(..., "--version", min=1, help="Model version to promote."),
         to: str = typer.Option("champion", "--to", help="Alias to move when every gate passes."),
         gates_path: Optional[Path] = typer.Option(
             None, "--gates", help="YAML with a `promotion:` section (e.g. a sweep config). Default: the gates "

@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_command(
         model_uri: str = typer.Argument(..., help="Registered model: models:/NAME@champion or models:/NAME/VERSION."),
-        port: Optional[int] = typer.Option(None, "--port", help="Port on 127.0.0.1 (default: a free one)."),
+        port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="Port on 127.0.0.1 (default: a free one)."),
         download_dir: Optional[Path] = typer.Option(
             None, "--download-dir", help="Where the model files go (default: runs/served/NAME-vVERSION)."
         ),
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
             None, "--serving-venv", help="The vLLM environment (default: $VOCADAPT_SERVING_VENV or "
             "$VOCADAPT_HOME/serving-venv; `python -m vocadapt.platform.evaluation.serving` builds it)."
         ),
-        max_model_len: int = typer.Option(2048, "--max-model-len", help="Longest context vLLM allocates for."),
+        max_model_len: int = typer.Option(2048, "--max-model-len", min=1, help="Longest context vLLM allocates for."),
         tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: $MLFLOW_TRACKING_URI."),
         check_only: bool = typer.Option(False, "--check-only", help="Download and verify, start nothing."),
     ) -> None:

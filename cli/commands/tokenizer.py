@@ -38,7 +38,7 @@ def train_command(
                                        "and bos/eos settings the new one carries (to replace its vocabulary)."),
     min_frequency: int = typer.Option(2, "--min-frequency", help="Minimum pair frequency to merge."),
     max_lines: Optional[int] = typer.Option(None, "--max-lines", help="Train on the first N lines only."),
-    seed: int = typer.Option(0, "--seed", help="sentencepiece's random seed."),
+    seed: int = typer.Option(0, "--seed", min=0, help="sentencepiece's random seed."),
     special_token: list[str] = typer.Option([], "--special-token", help="Extra special token (repeatable)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing non-empty --out."),
 ) -> None:
@@ -48,15 +48,16 @@ def train_command(
     with user_errors(*BAD_INPUT):
         from vocadapt.platform.model_loading import load_tokenizer
 
+        from vocadapt.cli.values import at_least
+
+        at_least("--vocab-size", vocab_size, 1, "tokens, special tokens included")  # values first, then files
+        at_least("--min-frequency", min_frequency, 1)
+        at_least("--max-lines", max_lines, 1)
         if bool(corpus) == (dataset is not None):
             raise UserError("give either --corpus FILE... or --dataset PATH (exactly one of them)")
         require_files(corpus, "--corpus")
-        from vocadapt.cli.values import at_least
         from vocadapt.components.input_files import refuse_output_over_inputs
 
-        at_least("--vocab-size", vocab_size, 1, "tokens, special tokens included")
-        at_least("--min-frequency", min_frequency, 1)
-        at_least("--max-lines", max_lines, 1)
         refuse_output_over_inputs(out, "--out", [*[("--corpus", path) for path in corpus], ("--dataset", dataset),
                                                  ("--like", like)])
         if kind not in training.KINDS:

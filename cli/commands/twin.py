@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         layers: int = typer.Option(1, "--layers", min=1, help="Decoder layers (the real model has dozens)."),
         width: str = typer.Option("real", "--width", help="'real': the family's hidden size (surgery and memory at "
                                   "real size); 'reduced': hidden 64, small enough to train in a test."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the random weights (same seed, same bytes)."),
+        seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random weights (same seed, same bytes)."),
         dtype: str = typer.Option("bfloat16", "--dtype", help="Weights dtype: bfloat16, float16 or float32."),
         hub_cache: Optional[Path] = typer.Option(
             None, "--hub-cache", help="Also install it in this huggingface_hub cache under the family's hub id, so "

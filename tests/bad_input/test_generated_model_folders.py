@@ -16,17 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tests.bad_input.corrupt_world import CORRUPTIONS, build_sharded_model
+from tests.bad_input.corrupt_world import CORRUPTIONS
 from vocadapt.cli.app import app
 
 pytestmark = pytest.mark.timeout(600)
-SETTINGS = settings(max_examples=12, deadline=None, database=None,
+SETTINGS = settings(max_examples=8, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-
-
-@pytest.fixture(scope="module")
-def sharded(tmp_path_factory, fixture_corpora) -> Path:
-    return build_sharded_model(tmp_path_factory.mktemp("corrupt-world"), Path(fixture_corpora["en.train"]))
 
 
 def _logs() -> set[str]:
