@@ -26,18 +26,22 @@ def trim_checkpoint(
     size: int | None = None,
     overwrite: bool = False,
     link: str = "hardlink",
+    record_extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``out_dir``: ``source_dir`` with its vocabulary trimmed to what ``documents`` use (see
     :func:`~vocadapt.components.tokenizers.trim.trim_tokenizer` for ``min_count`` / ``size``). Returns the record
-    written to ``vocadapt_init.json`` (the plan, and the trim's counts under ``trim``)."""
+    written to ``vocadapt_init.json`` (the plan, the trim's counts under ``trim``, and the parameter counts before
+    and after, as ``vocadapt params`` gives them, under ``parameters``; ``record_extra`` added)."""
     from transformers import AutoTokenizer
 
+    from vocadapt.components.tokenizers.params import load_model_config, vocabulary_change
     from vocadapt.components.tokenizers.trim import trim_tokenizer
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     if out_dir.exists() and not overwrite:
         raise ValueError(f"out_dir {out_dir} already exists; choose another out_dir or pass overwrite=True")
     trim = trim_tokenizer(AutoTokenizer.from_pretrained(str(source_dir)), documents, min_count=min_count, size=size)
+    parameters = vocabulary_change(load_model_config(source_dir), len(trim.tokenizer))
     staging = Path(tempfile.mkdtemp(prefix="vocadapt-trim-"))
     try:
         trim.tokenizer.save_pretrained(str(staging))
@@ -46,7 +50,7 @@ def trim_checkpoint(
             source_dir, staging, out_dir, "random", mode="replace", target_to_source=trim.target_to_source,
             overwrite=overwrite, link=link,
             record_extra={"mode": "trim", "method": "copy", "target_tokenizer": "trimmed source tokenizer",
-                          "trim": trim.record()},
+                          "trim": trim.record(), "parameters": parameters, **(record_extra or {})},
         )
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -1,9 +1,9 @@
 """Trim a BPE tokenizer to the tokens some languages' text uses (vocabulary trimming, Ushio et al. 2023).
 
 Kept: every token the corpus produces at least ``min_count`` times (or the most frequent ones, up to ``size``
-tokens in all), every special token and every added token the chat template writes, the byte alphabet (byte-level
-BPE: its 256 byte symbols; sentencepiece-style BPE with byte fallback: the 256 ``<0xNN>`` pieces; otherwise every
-one-character piece), and, for each kept token, the characters and intermediate tokens BPE builds it from
+tokens in all), every special token, every added token and every token of the text the chat template writes, the
+byte alphabet (byte-level BPE: its 256 byte symbols; sentencepiece-style BPE with byte fallback: the 256 ``<0xNN>``
+pieces; otherwise every one-character piece), and, for each kept token, the characters and intermediate tokens BPE builds it from
 (:class:`MergeTrees`). Merges are kept when both parts and the result are kept.
 
 Why the tokenization of kept text does not change: BPE applies, over and over, the lowest-ranked merge among
@@ -93,6 +93,7 @@ def _always_kept(tokenizer: Any, data: dict, vocab: dict[str, int]) -> tuple[set
             specials.add(token_id)
     if data["model"].get("unk_token") in vocab:
         specials.add(vocab[data["model"]["unk_token"]])
+    specials |= _chat_template_ids(tokenizer)
     scheme = scheme_of(tokenizer)
     if scheme.spelling == "bytelevel":
         alphabet = {vocab[symbol] for symbol in bytes_to_unicode().values() if symbol in vocab}
@@ -101,6 +102,24 @@ def _always_kept(tokenizer: Any, data: dict, vocab: dict[str, int]) -> tuple[set
     else:  # no byte fallback: a dropped character would become unknown, so every character stays
         alphabet = {token_id for piece, token_id in vocab.items() if len(piece) == 1}
     return specials, alphabet
+
+
+def _chat_template_ids(tokenizer: Any) -> set[int]:
+    """The tokens of the chat template's own text (role names, turn markers), rendered around empty messages: a
+    deployment's prompts always hold them, whatever the corpus."""
+    if not getattr(tokenizer, "chat_template", None):
+        return set()
+    found: set[int] = set()
+    roles = (["system", "user", "assistant"], ["user", "assistant"], ["user"])
+    for conversation in roles:
+        for generation_prompt in (False, True):
+            try:
+                text = tokenizer.apply_chat_template([{"role": role, "content": ""} for role in conversation],
+                                                     tokenize=False, add_generation_prompt=generation_prompt)
+            except Exception:  # a template may refuse a role order (no system turn); the others still render
+                continue
+            found.update(backend_of(tokenizer).encode(text, add_special_tokens=False).ids)
+    return found
 
 
 class MergeTrees:
