@@ -4,21 +4,13 @@ that go over HTTP: a SQLite backend in the test's folder, artifacts proxied by t
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.local_server import free_port, local_server
+
 START_SCRIPT = Path(__file__).resolve().parents[1] / "infra" / "mlflow-server" / "start.sh"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def server_environment(folder: Path, port: int, *, auth: bool, artifacts: str | None = None) -> dict[str, str]:
@@ -47,27 +39,7 @@ def mlflow_server(folder: Path, *, auth: bool = False, artifacts: str | None = N
         del arguments[arguments.index("--app-name"):arguments.index("--app-name") + 2]
     port = free_port()
     environment = {**os.environ, **server_environment(folder, port, auth=auth, artifacts=artifacts), **(env or {})}
-    log = open(folder / "mlflow-server.log", "wb")
-    process = subprocess.Popen(["bash", str(START_SCRIPT), *arguments], stdout=log, stderr=subprocess.STDOUT,
-                               env=environment)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"mlflow server did not start: {(folder / 'mlflow-server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+    with local_server(["bash", str(START_SCRIPT), *arguments], f"{url}/health", folder / "mlflow-server.log",
+                      what="mlflow server", env=environment):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()

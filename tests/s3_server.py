@@ -4,14 +4,11 @@ pyarrow's S3 filesystem. The standard AWS variables point at it while it runs; t
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.mlflow_server import free_port
+from tests.local_server import free_port, local_server
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "vocadapt-test-key", "AWS_SECRET_ACCESS_KEY": "vocadapt-test-secret",
           "AWS_DEFAULT_REGION": "us-east-1"}
@@ -23,39 +20,24 @@ def s3_server(folder: Path, buckets: tuple[str, ...] = ("vocadapt",)):
     environment (inherited by what it starts: Ray nodes, workers) and restores them afterwards."""
     port = free_port()
     moto = Path(sys.executable).with_name("moto_server")
-    log = open(folder / "moto-server.log", "wb")
-    process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     saved = {name: os.environ.get(name) for name in (*S3_ENV, "AWS_ENDPOINT_URL")}
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2):
-                    break
-            except OSError:
-                if process.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"moto_server did not start: {(folder / 'moto-server.log').read_text()[-2000:]}")
-                time.sleep(0.3)
-        os.environ.update({**S3_ENV, "AWS_ENDPOINT_URL": endpoint})
-        import boto3
+        with local_server([str(moto), "-H", "127.0.0.1", "-p", str(port)], f"{endpoint}/moto-api/",
+                          folder / "moto-server.log", what="moto_server", timeout=60):
+            os.environ.update({**S3_ENV, "AWS_ENDPOINT_URL": endpoint})
+            import boto3
 
-        client = boto3.client("s3", endpoint_url=endpoint)
-        for bucket in buckets:
-            client.create_bucket(Bucket=bucket)
-        yield endpoint
+            client = boto3.client("s3", endpoint_url=endpoint)
+            for bucket in buckets:
+                client.create_bucket(Bucket=bucket)
+            yield endpoint
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
 
 
 def object_keys(endpoint: str, bucket: str, prefix: str = "") -> list[str]:
