@@ -53,6 +53,42 @@ def _tokenizer_past_the_rows(w: World, cwd: Path) -> None:
     tokenizer.save_pretrained(str(cwd / "grown"))
 
 
+def _truncated_model(w: World, cwd: Path) -> None:
+    """``cwd/truncated``: the tiny model whose safetensors file lost its last 100 bytes (a copy cut short)."""
+    import shutil
+
+    shutil.copytree(w.model, cwd / "truncated")
+    shard = cwd / "truncated" / "model.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-100])
+
+
+def _two_tokens_on_one_id(w: World, cwd: Path) -> None:
+    """``cwd/dup-ids``: the tiny model whose tokenizer.json gives two tokens the same id."""
+    import json
+    import shutil
+
+    shutil.copytree(w.model, cwd / "dup-ids")
+    path = cwd / "dup-ids" / "tokenizer.json"
+    tree = json.loads(path.read_text(encoding="utf-8"))
+    vocab = tree["model"]["vocab"]
+    first, second = sorted(vocab, key=vocab.get)[100:102]
+    vocab[second] = vocab[first]
+    path.write_text(json.dumps(tree), encoding="utf-8")
+
+
+def _corpus_inside_out(w: World, cwd: Path) -> None:
+    (cwd / "out").mkdir()
+    (cwd / "out" / "corpus.txt").write_text(w.small.read_text(encoding="utf-8"), encoding="utf-8")
+
+
+def _config_with_a_key_twice(w: World, cwd: Path) -> None:
+    (cwd / "twice.yaml").write_text("target:\n  language: it\nname: first\nname: second\n", encoding="utf-8")
+
+
+def _empty_gates(w: World, cwd: Path) -> None:
+    (cwd / "gates.yaml").write_text("# the defaults, please\n", encoding="utf-8")
+
+
 EXPAND = ("tokenizer", "expand", "--source", "{w.model}", "--target", "{w.target_tokenizer}", "--out", "{cwd}/out")
 
 
@@ -222,6 +258,35 @@ CASES = [
          ("llama5", "known: llama3_1")),
     Case("twin unknown family", cli("twin", "llama5", "--out", "{cwd}/twin"), ("llama5", "known: llama3_1")),
     Case("twin unknown width", cli("twin", "llama3_1", "--width", "huge", "--out", "{cwd}/twin"), ("huge", "reduced")),
+    # damaged model folders, outputs over inputs, values out of bounds or of the wrong type (tests/bad_input generates
+    # many more of each class; these rows are the README's summary)
+    Case("adapt truncated safetensors", adapt(**{"source.model": "{cwd}/truncated"}),
+         ("source.model", "model.safetensors", "truncated"), _truncated_model),
+    Case("init truncated safetensors", cli("init", "--source-model", "{cwd}/truncated", "--target-tokenizer",
+                                           "{w.target_tokenizer}", "--method", "fvt", "--out", "{cwd}/out"),
+         ("--source-model", "model.safetensors", "truncated"), _truncated_model),
+    Case("init two tokens on one id", cli("init", "--source-model", "{cwd}/dup-ids", "--target-tokenizer",
+                                          "{w.target_tokenizer}", "--method", "fvt", "--out", "{cwd}/out"),
+         ("tokenizer.json", "share id"), _two_tokens_on_one_id),
+    Case("init --out is the source model, --overwrite", cli(*INIT[:-2], "--method", "fvt", "--out", "{w.model}",
+                                                           "--overwrite"),
+         ("--out {w.model} is the input --source-model", "nothing was written")),
+    Case("init option of the wrong type", cli(*INIT, "--method", "multivariate", "--option", "jitter=abc"),
+         ("jitter='abc'", "float expected")),
+    Case("tokenizer train --out holds its corpus, --overwrite",
+         cli(*TRAIN, "--vocab-size", "300", "--corpus", "{cwd}/out/corpus.txt", "--overwrite"),
+         ("--out {cwd}/out holds the input --corpus", "nothing was written"), _corpus_inside_out),
+    Case("tokenizer expand --top-k 0", cli(*EXPAND, "--top-k", "0", "--corpus", "{w.small}"),
+         ("--top-k 0", "at least 1")),
+    Case("adapt name leaves output_dir", adapt(name="../../x"), ("name", "one path component")),
+    Case("adapt language lid.176 cannot check", adapt(**{"target.language": "xq"}), ("target.language", "xq")),
+    Case("adapt top-k above the target vocabulary", adapt(**{"init.mode": "expand", "tokenizer.expand_top_k": "9999",
+                                                             "tokenizer.vocab_size": "600"}),
+         ("tokenizer.expand_top_k", "never capped")),
+    Case("adapt config key given twice", cli("adapt", "{cwd}/twice.yaml"), ("twice.yaml", "'name'", "twice"),
+         _config_with_a_key_twice),
+    Case("promote empty gates file", cli("promote", "some-model", "--version", "1", "--gates", "{cwd}/gates.yaml"),
+         ("gates.yaml", "empty"), _empty_gates),
     Case("export unknown quantisation", cli("export", "{w.model}", "--quant", "q3", "--out", "{cwd}/m.gguf"),
          ("q3", "q4_k_m")),
     Case("export not a model folder", cli("export", "{cwd}/nowhere", "--out", "{cwd}/m.gguf"),
