@@ -76,12 +76,15 @@ def side_by_side_table(adapt: pd.DataFrame, methods: pd.DataFrame) -> pd.DataFra
 
 
 def wide(table: pd.DataFrame) -> pd.DataFrame:
-    """The side-by-side rows as a table: one row per (run, model), one column per measure, source model first."""
+    """The side-by-side rows as a table: one row per measure, one column per run and model (``run: model``), each
+    run's source model first."""
     if table.empty:
         return pd.DataFrame()
-    pivot = table.pivot_table(index=["run", "model"], columns="measure", values="value", sort=False)
-    order = sorted(pivot.index, key=lambda index: (index[0], index[1] != SOURCE))
-    return pivot.reindex(order)
+    table = table.assign(column=table["run"] + ": " + table["model"])
+    order = sorted(dict.fromkeys(zip(table["run"], table["model"], table["column"])),
+                   key=lambda key: (key[0], key[1] != SOURCE))
+    pivot = table.pivot_table(index="measure", columns="column", values="value", sort=False)
+    return pivot.reindex(columns=[column for _, _, column in order])
 
 
 GATE_COLUMNS = ["gate", "measured", "source", "difference", "margin", "bound", "low", "high", "verdict", "detail"]
@@ -132,8 +135,10 @@ def alias_events(name: str, model_tags: Mapping[str, str], aliases: Mapping[str,
                 previous = tags.get(f"{prefix}.previous")
                 rows.append({"alias": alias, "version": version, "event": "promotion", "at": tags.get(f"{prefix}.at", ""),
                              "by": tags.get(f"{prefix}.by", ""), "decision": value,
-                             "detail": (f"from version {previous}" if previous else "")
-                             + (f"; gates: {tags[f'{prefix}.gates_from']}" if tags.get(f"{prefix}.gates_from") else "")})
+                             "detail": "; ".join(part for part in (
+                                 f"from version {previous}" if previous else "",
+                                 f"gates: {tags[f'{prefix}.gates_from']}" if tags.get(f"{prefix}.gates_from") else "")
+                                 if part)})
                 if f"{prefix}.restored_at" in tags:
                     rows.append({"alias": alias, "version": version, "event": "restored by rollback",
                                  "at": tags[f"{prefix}.restored_at"], "by": "", "decision": "", "detail": ""})

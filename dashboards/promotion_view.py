@@ -45,10 +45,9 @@ def side_by_side(adapt: pd.DataFrame, methods: pd.DataFrame) -> None:
         ).properties(width=260, height=180).facet(facet=alt.Facet("measure:N", title=None), columns=3)
             .resolve_scale(y="independent"))
     wide = promotion.wide(table)
-    rows = [[f"`{run}`", model, *(figure(wide.loc[(run, model), measure]) for measure in wide.columns)]
-            for run, model in wide.index]
+    rows = [[measure, *(figure(wide.loc[measure, column]) for column in wide.columns)] for measure in wide.index]
     # a markdown table, not a data grid: every figure is in the page as text
-    st.markdown(_markdown_table(["run", "model", *wide.columns], rows))
+    st.markdown(_markdown_table(["measure", *wide.columns], rows))
     st.caption("cloze: acc_bytes on held-out target paragraphs; translation: chrF of one-shot translations; "
                "tokens_per_character, percent_generated_new (%Gen) and same_text_token_saving: of the text each "
                "model generates; bpb_ood_*: bits per byte on out-of-domain text; held-out bpb: after LAPT (step 0 "
@@ -94,7 +93,7 @@ def _gate_chart(gates: pd.DataFrame) -> None:
     shown = gates.dropna(subset=["difference"])
     if shown.empty:
         return
-    base = alt.Chart(shown).encode(y=alt.Y("gate:N", title=None, axis=alt.Axis(labelLimit=320)))
+    base = alt.Chart(shown).encode(y=alt.Y("gate:N", title=None, axis=None))  # the row header names it
     interval = base.mark_rule(strokeWidth=3).encode(x=alt.X("low:Q", title="difference (candidate - source)"),
                                                      x2="high:Q", color=alt.Color("verdict:N", scale=VERDICT_COLOURS))
     estimate = base.mark_point(filled=True, size=80).encode(

@@ -53,3 +53,14 @@ def pytest_runtest_makereport(item, call):
         if os.environ.get(variable) == "1" and part in reason.lower():
             report.outcome = "failed"
             report.longrepr = f"{reason}\n{variable}=1: this test must run here, not skip (build or install it first)"
+
+
+@pytest.fixture(scope="session")
+def tiny_adapt_over_http(tmp_path_factory, fixture_corpora):
+    """One tiny `vocadapt adapt` tracked by a real MLflow server, shared by the tests that read what it logged
+    (tests/pipelines/test_adapt_e2e.py, tests/dashboard/test_browser.py): (tracking URL, --json report, folder)."""
+    from tests.pipelines.tiny_world import adapt_over_http
+
+    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
+    with adapt_over_http(tmp_path_factory.mktemp("http-adapt"), corpora) as world:
+        yield world

@@ -33,7 +33,8 @@ def test_every_method_figure_sits_beside_the_source_models():
     assert saving["value"] == 0.2 and pd_isna(saving["source"]) and pd_isna(saving["difference"])
     assert not [m for m in rows.index.get_level_values("measure") if "init_seconds" in m or "fertility" in m]
     table = promotion.wide(promotion.side_by_side_rows(PARENT, METHODS, "run-a"))
-    assert list(table.index)[0] == ("run-a", "source model")
+    assert list(table.columns) == ["run-a: source model", "run-a: fvt", "run-a: random"]
+    assert table.loc["bpb_ood_target", "run-a: fvt"] == 2.1
 
 
 def pd_isna(value) -> bool:
@@ -96,11 +97,22 @@ def test_app_shows_each_method_beside_the_source_model(filled_store, monkeypatch
     assert not app.exception
     assert any("Side by side with the source model" in h.value for h in app.header)
     text = "\n".join(m.value for m in app.markdown)
-    table = next(line for line in text.splitlines() if line.startswith("| `" + ADAPT_RUN) and "sava" in line)
-    assert figure(method_side_by_side(1)["benchmark.side_by_side_translation_en_xx.chrf"]) in table
-    assert figure(method_side_by_side(1)["parameters.total"]) == "120,001" and "120,001" in table
-    source = next(line for line in text.splitlines() if line.startswith("| `") and "source model" in line)
-    assert all(figure(value) in source for value in SOURCE_SIDE_BY_SIDE.values())
+    def cells(line: str) -> list[str]:
+        return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| measure |"))
+    header = cells(lines[start])
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows[cells(line)[0]] = dict(zip(header, cells(line)))
+    sava, source = f"{ADAPT_RUN}: sava", f"{ADAPT_RUN}: source model"
+    assert rows["translation_en_xx chrf"][sava] == figure(method_side_by_side(1)["benchmark.side_by_side_translation_en_xx.chrf"])
+    assert figure(method_side_by_side(1)["parameters.total"]) == "120,001" == rows["parameters total"][sava]
+    assert rows["held-out bpb target"][source] == "1.3500"
+    assert all(any(row.get(source) == figure(value) for row in rows.values()) for value in SOURCE_SIDE_BY_SIDE.values())
     assert not any("No evaluation runs selected" in i.value for i in app.info)
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.mlflow_server import mlflow_server
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 from vocadapt.cli.app import app
 
@@ -42,22 +41,10 @@ def _adapt(args: list[str], env: dict[str, str] | None = None):
 
 
 @pytest.fixture(scope="module")
-def http_adapt(tmp_path_factory, tiny_model, corpora):
-    """One `vocadapt adapt` (two methods, LAPT on Ray) tracked by a real MLflow server, run from its own working
-    folder: yields (tracking URL, the --json report, the folder) while the server is up."""
-    tmp_path = tmp_path_factory.mktemp("http-adapt")
-    previous = Path.cwd()
-    os.chdir(tmp_path)
-    try:
-        with mlflow_server(tmp_path) as url:
-            summary = tmp_path / "summary.json"
-            overrides = tiny_config_overrides(tiny_model, corpora, tmp_path, **{"tracking.country_iso_code": "FRA"})
-            args = [arg for override in overrides for arg in ("--set", override)]
-            result = _adapt([*args, "--json", str(summary)], env={"MLFLOW_TRACKING_URI": url})
-            assert result.exit_code == 0, result.output
-            yield url, json.loads(summary.read_text()), tmp_path
-    finally:
-        os.chdir(previous)
+def http_adapt(tiny_adapt_over_http):
+    """The tiny adapt tracked by a real MLflow server that the dashboard's browser test reads too
+    (tests/conftest.py): (tracking URL, the --json report, its working folder)."""
+    return tiny_adapt_over_http
 
 
 def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):

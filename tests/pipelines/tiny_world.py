@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 CHAT_TEMPLATE = (
@@ -70,3 +71,62 @@ def tiny_config_overrides(model_dir: Path, corpora: dict[str, Path], workdir: Pa
         **extra,
     }
     return [f"{key}={value}" for key, value in overrides.items()]
+
+
+# Out-of-domain paragraphs no fixture corpus holds (the run refuses text that overlaps its training text)
+OUT_OF_DOMAIN = {
+    "it": ["Il faro della scogliera lampeggia due volte ogni dieci secondi sopra le onde grigie.",
+           "Una volpe rossa attraversa il ghiacciaio al tramonto senza lasciare impronte profonde.",
+           "Il violinista accorda lo strumento mentre la sala dei concerti resta in silenzio.",
+           "Sotto il ponte di ferro passano chiatte cariche di sale e di legname scuro.",
+           "La cometa apparve a mezzanotte e gli astronomi restarono svegli fino all'alba."],
+    "en": ["The lighthouse on the cliff flashes twice every ten seconds above the grey waves.",
+           "A red fox crosses the glacier at dusk without leaving deep footprints behind.",
+           "The violinist tunes his instrument while the concert hall stays completely silent.",
+           "Barges loaded with salt and dark timber pass slowly under the iron bridge.",
+           "The comet appeared at midnight and the astronomers stayed awake until dawn."],
+}
+
+
+def out_of_domain_overrides(folder: Path) -> dict[str, str]:
+    """``evaluation.out_of_domain_text`` as files in ``folder``, so the run logs out-of-domain bits per byte."""
+    files = {}
+    for language, lines in OUT_OF_DOMAIN.items():
+        files[language] = folder / f"out-of-domain.{language}.txt"
+        files[language].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return {"evaluation.out_of_domain": "true",
+            **{f"evaluation.out_of_domain_text.{lang}": f"[{path}]" for lang, path in files.items()}}
+
+
+@contextmanager
+def adapt_over_http(folder: Path, corpora: dict[str, Path]):
+    """One `vocadapt adapt` (two methods, LAPT on Ray, side-by-side and out-of-domain scores, the best registered
+    as candidate) of a tiny model built here, tracked by a real MLflow server in ``folder`` and run from
+    ``folder``: yields (tracking URL, the --json report, the folder) while the server is up."""
+    import json
+    import os
+
+    from typer.testing import CliRunner
+
+    from tests.mlflow_server import mlflow_server
+    from vocadapt.cli.app import app
+
+    model = build_source_model(folder / "tiny-source", [corpora["en.train"]])
+    with mlflow_server(folder) as url:
+        summary = folder / "summary.json"
+        overrides = tiny_config_overrides(model, corpora, folder, **{"tracking.country_iso_code": "FRA"},
+                                          **out_of_domain_overrides(folder))
+        args = [arg for override in overrides for arg in ("--set", override)]
+        previous, old_uri = Path.cwd(), os.environ.get("MLFLOW_TRACKING_URI")
+        os.chdir(folder)
+        os.environ["MLFLOW_TRACKING_URI"] = url
+        try:
+            result = CliRunner().invoke(app, ["adapt", *args, "--json", str(summary)], catch_exceptions=False)
+        finally:
+            os.chdir(previous)
+            if old_uri is None:
+                os.environ.pop("MLFLOW_TRACKING_URI", None)
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = old_uri
+        assert result.exit_code == 0, result.output
+        yield url, json.loads(summary.read_text()), folder
