@@ -1,4 +1,4 @@
-"""Maps the four top-level folders onto one import namespace, ``vocadapt``.
+"""Maps the five top-level folders (components, platform, pipelines, cli, dashboards) onto one import namespace, ``vocadapt``.
 
 ``components/`` imports as ``vocadapt.components`` and so on. The folders are namespace portions: none of them has
 an ``__init__.py`` (a ``platform/__init__.py`` would shadow the standard library's ``platform`` module for anything

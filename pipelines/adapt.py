@@ -323,24 +323,10 @@ def continue_pretraining(
     held_out: dict[str, list[str]],
 ) -> dict[str, Any]:
     """LAPT through Ray Train; returns the trained model directory, its history and held-out bits per byte."""
-    from vocadapt.platform.ray_train import run_lapt_on_ray
+    from vocadapt.pipelines.lapt import LaptRequest
 
-    result = run_lapt_on_ray(
-        model_dir=model_dir,
-        tokenizer_dir=model_dir,
-        settings=config.lapt,
-        target_files=list(inputs.target_train),
-        source_files=list(inputs.source_train),
-        eval_documents=held_out,
-        output_dir=workdir / "lapt",
-        run_name=f"{config.name}-{model_dir.parent.name}",
-        storage_path=config.lapt.storage_path or workdir / "ray",
-        tracking_uri=tracker.tracking_uri,
-        mlflow_run_id=run_id,
-        energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
-        teacher_dir=inputs.source_model,  # a 'distill' objective distils from the source model (or lapt.teacher)
-    )
-    return result
+    request = LaptRequest(config, inputs, model_dir, f"{config.name}-{model_dir.parent.name}", workdir, held_out)
+    return request.run(tracker.tracking_uri, run_id)
 
 
 def _adapt_one_method(

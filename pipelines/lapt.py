@@ -2,10 +2,15 @@
 
 Setup (budget, inputs, model folder, held-out text), then one run that trains on Ray and scores held-out bits per
 byte at the end. ``vocadapt lapt`` and the MLproject's ``lapt`` entry point call :func:`run_lapt`.
+
+:class:`LaptRequest` is the one way a pipeline asks for a LAPT run (``lapt`` here, each method of ``adapt`` and so
+each trial of an adapt sweep): the text streams, the teacher, where Ray keeps the run and where the model is written
+are decided in it, once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,12 +24,46 @@ from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
 
 if TYPE_CHECKING:
     from vocadapt.platform.ray_train import LaptRunResult
+    from vocadapt.platform.sources import ResolvedInputs
+
+
+@dataclass(frozen=True)
+class LaptRequest:
+    """One LAPT run of ``model_dir`` (its own tokenizer) under ``config.lapt``, on the config's text streams.
+
+    run_name: Ray's name for the run (a resumed run continues under it). workdir: the pipeline's folder for this
+    model; Ray's checkpoints go to ``lapt.storage_path`` or ``workdir/ray``, the model to ``output_dir`` (default
+    ``workdir/lapt``). held_out: documents per stream, scored during and after the run (empty streams dropped).
+    """
+
+    config: ExperimentConfig
+    inputs: ResolvedInputs
+    model_dir: Path
+    run_name: str
+    workdir: Path
+    held_out: dict[str, list[str]]
+    output_dir: Path | None = None
+
+    def run(self, tracking_uri: str | None, mlflow_run_id: str | None) -> LaptRunResult:
+        """Train on Ray Train, the driver logging to ``mlflow_run_id``; the teacher of a 'distill' objective is
+        ``lapt.teacher`` or the source model (:func:`check_teacher`, the one place that decides it)."""
+        from vocadapt.platform.ray_train import run_lapt_on_ray
+
+        config = self.config
+        return run_lapt_on_ray(
+            self.model_dir, self.model_dir, config.lapt, target_files=list(self.inputs.target_train),
+            source_files=list(self.inputs.source_train),
+            eval_documents={stream: documents for stream, documents in self.held_out.items() if documents},
+            output_dir=self.output_dir or self.workdir / "lapt", run_name=self.run_name,
+            storage_path=config.lapt.storage_path or (self.workdir / "ray").resolve(),
+            tracking_uri=tracking_uri, mlflow_run_id=mlflow_run_id,
+            energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
+            teacher_dir=check_teacher(config.lapt, self.inputs.source_model),
+        )
 
 
 def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) -> LaptRunResult:
     """Resolve inputs, open an MLflow run, train on Ray; returns the ``LaptRunResult``."""
-    from vocadapt.platform.ray_train import run_lapt_on_ray
-
     if not config.lapt.has_budget:
         raise UserError("lapt has no budget: set lapt.max_steps or lapt.max_tokens to a positive number")
     if config.tracking.energy:
@@ -34,7 +73,7 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
     if not model_dir.is_dir():
         raise UserError(f"model {model_dir} is not a local folder; pass --model with a saved model folder "
                         "(run `vocadapt assets` for the embedded default)")
-    teacher_dir = check_teacher(config.lapt, inputs.source_model)
+    check_teacher(config.lapt, inputs.source_model)  # before the run opens
     if config.lapt.storage_path:  # a missing bucket or an unreachable store stops here, before the run exists
         locate(config.lapt.storage_path, field="lapt.storage_path").check_reachable("lapt.storage_path")
     workdir = Path(config.output_dir) / config.name
@@ -43,15 +82,8 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     with tracker.run(f"{config.name}-lapt", tags={"vocadapt.stage": "lapt", "vocadapt.model": str(model_dir)}) as run:
         tracker.log_params(run.info.run_id, {k: v for k, v in config.flat().items() if k.startswith("lapt.")})
-        result = run_lapt_on_ray(
-            model_dir, model_dir, config.lapt, target_files=list(inputs.target_train),
-            source_files=list(inputs.source_train), eval_documents={k: v for k, v in held_out.items() if v},
-            output_dir=output or workdir / "lapt", run_name=f"{config.name}-lapt",
-            storage_path=config.lapt.storage_path or (workdir / "ray").resolve(),
-            tracking_uri=tracker.tracking_uri, mlflow_run_id=run.info.run_id,
-            energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
-            teacher_dir=teacher_dir,
-        )
+        request = LaptRequest(config, inputs, model_dir, f"{config.name}-lapt", workdir, held_out, output)
+        result = request.run(tracker.tracking_uri, run.info.run_id)
         energy = EnergyLedger(config.tracking.country_iso_code)
         if result.energy:  # measured in the Ray workers, summed over nodes
             energy.add(EnergyReading.from_dict(result.energy))

@@ -102,15 +102,19 @@ def strip_custom_code(folder: Path) -> None:
                 config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def check_teacher(lapt, source_model: str | Path) -> Path | None:
+def check_teacher(lapt, source_model: str | Path | None) -> Path | None:
     """The teacher a 'distill' objective reads (``lapt.teacher``, else the source model), checked like any model
-    folder before a run opens; None when the objective does not distil."""
+    folder before a run opens; None when the objective does not distil. The one place that decides the teacher:
+    the pipelines' preflight, the LAPT request and Ray's plan all ask it."""
     if not lapt.distills:
         return None
+    from vocadapt.components.errors import UserError
+
+    if not (lapt.teacher or source_model):
+        raise UserError(f"lapt.objective {lapt.objective!r} distils from a teacher, but none was given; set "
+                        "lapt.teacher to a model folder (adapt and lapt use the source model by default)")
     teacher = Path(lapt.teacher or source_model)
     if not teacher.is_dir():
-        from vocadapt.components.errors import UserError
-
         raise UserError(f"lapt.teacher {teacher} is not a local folder; the 'distill' objective needs the model to "
                         "distil from (a folder with its weights and tokenizer; default: the source model)")
     check_model_folder(teacher, what="lapt.teacher")
@@ -211,11 +215,11 @@ def load_tokenizer(spec: str):
     path = Path(spec)
     if not path.exists():
         raise UserError(f"tokenizer {spec!r} not found; pass a tokenizer folder, a .gguf file or 'embedded'")
-    if path.is_dir() and (path / "tokenizer.json").is_file():
-        from vocadapt.components.input_files import read_json
+    if path.is_dir():
+        from vocadapt.components.model_folder_checks import read_tokenizer_ids
 
-        read_json(path / "tokenizer.json", "tokenizer", "save the tokenizer again (save_pretrained) or pass another "
-                  "folder")  # a damaged file named with its line, not a bare JSON error
+        # tokenizer.json or tokenizer.model readable (a damaged file named with its line), one token per id
+        read_tokenizer_ids(path, "tokenizer")
     try:
         if path.suffix == ".gguf":
             return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)

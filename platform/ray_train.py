@@ -30,6 +30,7 @@ from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config_sections import ConfigError, LaptSection
 from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
 from vocadapt.platform.lapt_worker import lapt_worker
+from vocadapt.platform.model_loading import check_teacher
 from vocadapt.platform.storage import StorageLocation, locate
 
 
@@ -134,13 +135,7 @@ def plan_lapt(
     that offers one), to pin placement.
     """
     section = lapt_section(settings)
-    teacher_dir = section.teacher or teacher_dir
-    if section.distills and not teacher_dir:
-        raise ConfigError(f"lapt.objective {section.objective!r} distils from a teacher, but none was given; set "
-                          "lapt.teacher to a model folder (adapt and lapt use the source model by default)")
-    if section.distills and not Path(teacher_dir).is_dir():
-        raise ConfigError(f"lapt.teacher {teacher_dir} is not a local folder; give a folder with the teacher's "
-                          "weights (safetensors) and tokenizer")
+    teacher_dir = check_teacher(section, teacher_dir)
     files = section.train_files or {"target": [str(p) for p in target_files],
                                     "source": [str(p) for p in source_files or []]}
     datasets = section.datasets or {}
@@ -152,7 +147,7 @@ def plan_lapt(
         "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
         "settings": section, "train_files": files, "eval_documents": eval_documents or {},
         "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id, "energy_country": energy_country,
-        "teacher_dir": str(Path(teacher_dir).resolve()) if section.distills else None,
+        "teacher_dir": str(teacher_dir.resolve()) if teacher_dir else None,
     }
     return LaptPlan(section, loop_config, run_name, storage, Path(output_dir), dict(worker_resources or {}))
 

@@ -93,22 +93,11 @@ def write_words(corpus: Path, out: Path) -> int:
 
 
 def train_word_model(words_file: Path, seed: int = WORD_VECTOR_SEED, **overrides: Any) -> Any:
-    """fastText on ``words_file`` with :data:`WORD_VECTOR_SETTINGS`, one thread and ``seed``.
+    """fastText on ``words_file`` with :data:`WORD_VECTOR_SETTINGS`, one thread and ``seed`` (the fastText helper's
+    seeded trainer)."""
+    from vocadapt.components.helpers.fasttext_helper import train_seeded_fasttext
 
-    fasttext-numpy2 0.10.4's ``train_unsupervised`` has no ``seed`` argument (the C++ side has the field), so the
-    arguments are built the way it builds them and the seed is set on them (as the fastText helper does).
-    """
-    from fasttext import FastText
-
-    values = {"input": str(words_file), "thread": 1, "verbose": 0, **WORD_VECTOR_SETTINGS, **overrides}
-    arguments, manually_set = FastText.read_args((), values, list(values), FastText.unsupervised_default)
-    arguments["seed"] = seed + 1  # std::minstd_rand treats 0 like 1
-    manually_set.add("seed")
-    built = FastText._build_args(arguments, manually_set)
-    model = FastText._FastText(args=built)
-    FastText.fasttext.train(model.f, built)
-    model.set_args(model.f.getArgs())
-    return model
+    return train_seeded_fasttext(str(words_file), seed=seed, **{**WORD_VECTOR_SETTINGS, **overrides})
 
 
 # --- FreeDict dictionaries ----------------------------------------------------------------------------------------

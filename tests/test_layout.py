@@ -52,6 +52,7 @@ MAY_IMPORT = {
     "pipelines": {"components", "platform", "pipelines"},
     "cli": {"components", "platform", "pipelines", "dashboards", "cli"},
     "dashboards": {"components", "platform", "dashboards"},
+    "benchmarks": {"components", "platform", "pipelines"},  # they measure the library, never through the CLI
 }
 
 
@@ -79,6 +80,16 @@ def test_layering(portion):
     }
     wrong = {path: portions for path, portions in wrong.items() if portions}
     assert not wrong, f"{portion}/ may import only {sorted(MAY_IMPORT[portion])}: {wrong}"
+
+
+def test_commands_never_import_each_other():
+    """A command holds no library code another command needs: what two commands share lives below the CLI."""
+    wrong = {}
+    for path in sorted((ROOT / "cli" / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vocadapt.cli.commands"):
+                wrong.setdefault(path.name, []).append(node.module)
+    assert not wrong, f"commands importing other commands: {wrong}"
 
 
 def test_layering_check_sees_function_level_imports(tmp_path):

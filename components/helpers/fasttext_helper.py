@@ -54,18 +54,19 @@ def write_token_corpus(target_tokenizer: Any, corpus_files: list[str], out_path:
     return written
 
 
-def _train_skipgram(path: str, *, seed: int, **arguments: Any) -> Any:
-    """``fasttext.train_unsupervised`` with one thread and a seed.
+def train_seeded_fasttext(path: str, *, seed: int, **arguments: Any) -> Any:
+    """``fasttext.train_unsupervised`` (skip-gram unless ``model`` says otherwise) with one thread and a seed: the
+    same file and arguments give the same vectors, byte for byte.
 
     fasttext-numpy2 0.10.4's ``train_unsupervised`` rejects ``seed`` (its argument list omits it, though the C++
     ``args`` has the field and defaults it to 0), so the seed is set on the argument object the same way
-    ``train_unsupervised`` builds it. One thread makes the result independent of scheduling.
+    ``train_unsupervised`` builds it. One thread makes the result independent of scheduling. The fastText helper
+    and the WECHSEL word models (``platform/word_vectors.py``) both train here.
     """
     from fasttext import FastText
 
-    names = ["input", "model", "dim", "epoch", "minCount", "minn", "maxn", "ws", "thread", "verbose"]
     values = {"input": path, "model": "skipgram", "thread": 1, "verbose": 0, **arguments}
-    args, manually_set = FastText.read_args((), values, names, FastText.unsupervised_default)
+    args, manually_set = FastText.read_args((), values, list(values), FastText.unsupervised_default)
     # fastText seeds std::minstd_rand, which treats 0 like 1: shift by one so seeds 0 and 1 differ.
     args["seed"] = seed + 1
     manually_set.add("seed")
@@ -101,7 +102,7 @@ def train_fasttext_helper(
         tokens = write_token_corpus(target_tokenizer, corpus_files, corpus_path, max_lines)
         if tokens == 0:
             raise ValueError(f"the corpus {corpus_files} holds no text to train the fasttext helper on")
-        model = _train_skipgram(
+        model = train_seeded_fasttext(
             str(corpus_path), seed=seed, dim=dim, epoch=epoch, minCount=min_count, minn=minn, maxn=maxn, ws=ws
         )
     words = token_words(target_tokenizer)

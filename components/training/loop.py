@@ -23,7 +23,7 @@ from vocadapt.components.training.data import LaptData, PackedMixture
 from vocadapt.components.training.head_fit import fit_new_output_rows, new_token_ids_of
 from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine
 from vocadapt.components.training.mtp import MultiTokenPrediction
-from vocadapt.components.training.objectives import Distillation, LaptObjective, objective_terms
+from vocadapt.components.training.objectives import Distillation, LaptObjective
 from vocadapt.components.training.settings import LaptSettings
 from vocadapt.components.training.strategies import (
     NewRows, Stage, add_lora, count_parameters, merge_lora, plan_stages, set_trainable, uses_lora)
@@ -98,7 +98,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     lm = add_lora(model, settings) if uses_lora(settings) else model
     if settings.compile_backend:
         compile_decoder_layers(lm, settings.compile_backend)
-    module = MultiTokenPrediction(lm) if "mtp" in objective_terms(settings.objective) else lm
+    module = MultiTokenPrediction(lm) if "mtp" in settings.objective_terms else lm
     if distillation is not None:
         distillation.to(next(lm.parameters()).device)
     objective = LaptObjective(settings.objective, distillation=distillation, distill_weight=settings.distill_weight)

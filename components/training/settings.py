@@ -185,16 +185,23 @@ class LaptSettings(StrictSettings):
         if self.strategy == "new-head" and self.objective != "clm":
             raise ValueError(f"strategy 'new-head' fits the new head rows with the next-token loss only; objective "
                              f"{self.objective!r} needs a trained body: set objective clm, or another strategy")
-        if self.strategy == "new-rows" and "mtp" in self.objective.split("+"):
+        if self.strategy == "new-rows" and "mtp" in self.objective_terms:
             raise ValueError(f"strategy 'new-rows' trains only the new embedding and head rows, and objective "
                              f"{self.objective!r} also trains a whole extra head: set objective clm, distill or "
                              "clm+distill, or another strategy")
         return self
 
     @property
+    def objective_terms(self) -> frozenset[str]:
+        """The objective's terms (``clm+distill``: clm and distill), parsed by the one parser the loss uses."""
+        from vocadapt.components.training.objectives import objective_terms
+
+        return objective_terms(self.objective)
+
+    @property
     def distills(self) -> bool:
         """Whether a teacher takes part (the objective has a 'distill' term)."""
-        return "distill" in self.objective.split("+")
+        return "distill" in self.objective_terms
 
     @property
     def has_budget(self) -> bool:
