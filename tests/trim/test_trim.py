@@ -181,3 +181,45 @@ def test_a_wordpiece_tokenizer_is_refused(tmp_path):
     train_tokenizer([CORPORA / "it.train.txt"], "wordpiece", 300, tmp_path)
     with pytest.raises(UserError, match="only BPE"):
         trim_tokenizer(AutoTokenizer.from_pretrained(str(tmp_path)), lines("it.train"))
+
+
+def test_the_command_writes_a_loadable_model_and_honours_overwrite(trimmed_world, tmp_path):
+    from typer.testing import CliRunner
+    from transformers import AutoModelForCausalLM
+
+    from vocadapt.cli.app import app
+
+    source_dir, _, _ = trimmed_world
+    args = ["trim", str(source_dir), "--corpus", str(CORPORA / "it.train.txt"), "--out", str(tmp_path / "out"),
+            "--size", "300"]
+    result = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "before: total" in result.output and "after: total" in result.output
+    record = json.loads((tmp_path / "out" / "vocadapt_init.json").read_text())
+    assert record["rows"] <= 300 and record["parameters"]["after"]["vocab_size"] == record["rows"]
+    assert record["parameters"]["change"] < 0
+    assert AutoModelForCausalLM.from_pretrained(str(tmp_path / "out")).config.vocab_size == record["rows"]
+    again = CliRunner().invoke(app, args[:-1] + ["280", "--overwrite"], catch_exceptions=False)
+    assert again.exit_code == 0, again.output
+    assert json.loads((tmp_path / "out" / "vocadapt_init.json").read_text())["rows"] <= 280
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]  # no staging folder left beside it
+
+
+def test_init_mode_trim_trims_the_source_tokenizer_in_the_adapt_steps(trimmed_world, tmp_path):
+    from transformers import AutoTokenizer
+
+    from vocadapt.pipelines.vocabulary_steps import train_target_tokenizer
+    from vocadapt.platform.config import ExperimentConfig
+    from vocadapt.platform.sources import ResolvedInputs
+
+    source_dir, _, _ = trimmed_world
+    config = ExperimentConfig.model_validate({"target": {"language": "it"}, "init": {"mode": "trim", "methods": ["fvt"]},
+                                              "tokenizer": {"trim_min_count": MIN_COUNT}})
+    inputs = ResolvedInputs(str(source_dir), (CORPORA / "it.train.txt",), (), (CORPORA / "en.train.txt",), (), False)
+    source = AutoTokenizer.from_pretrained(str(source_dir))
+    tokenizer, change, folder = train_target_tokenizer(config, inputs, source, tmp_path)
+    assert change.new_token_ids == [] and len(change.target_to_source) == len(tokenizer)
+    assert AutoTokenizer.from_pretrained(str(folder)).get_vocab() == tokenizer.get_vocab()
+    both = trim_tokenizer(source, lines("it.train") + lines("en.train"), min_count=MIN_COUNT)
+    assert both.target_to_source == change.target_to_source  # target- and source-language text, both read
+    assert len(trim_tokenizer(source, lines("it.train"), min_count=MIN_COUNT).tokenizer) < len(tokenizer)
