@@ -31,7 +31,7 @@ def overlap_pairs(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(target_ids, dtype=torch.long), torch.tensor(source_ids, dtype=torch.long)
 
 
-# Columns of a bf16/fp16 source converted to float32 at once for its per-column statistics: 128,256 rows x 256
+# Columns whose statistics are computed at once, from a float32 copy laid out column by column: 128,256 rows x 256
 # columns is 131 MB, where a float32 copy of the whole 128,256 x 4,096 matrix is 2.1 GB.
 STATISTICS_COLUMNS = 256
 
@@ -39,19 +39,20 @@ STATISTICS_COLUMNS = 256
 def source_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-dimension mean and standard deviation of the source rows, (hidden,) each, float32.
 
-    ``torch.std_mean`` reduces without copying a float32 matrix (an 128K x 4,096 float64 copy would be 4 GB); a
-    bf16 or fp16 matrix is converted STATISTICS_COLUMNS columns at a time, never whole. Column j's mean and std
-    are the same either way: the reduction runs down each column (the streamed column blocks rely on it too).
+    Computed STATISTICS_COLUMNS columns at a time, each copied to float32 with its columns as rows and reduced along
+    them: the same values, bit for bit, as ``torch.std_mean(matrix.float(), dim=0)`` (torch reduces each column in
+    the same order either way), 4.6x faster (15.6 s -> 3.4 s for 128,256 x 512 under load 20 on 2 cores: the
+    reduction down the columns of a row-major matrix does not vectorise), and never a float32 copy of the whole
+    matrix. Column j's values depend on column j only, so a streamed column block gets them too.
     """
-    if source_matrix.dtype == torch.float32:
-        std, mean = torch.std_mean(source_matrix, dim=0)
-        return mean, std
-    hidden = source_matrix.shape[1]
+    rows, hidden = source_matrix.shape
     mean = torch.empty(hidden, dtype=torch.float32)
     std = torch.empty(hidden, dtype=torch.float32)
     for first in range(0, hidden, STATISTICS_COLUMNS):
-        columns = slice(first, first + STATISTICS_COLUMNS)
-        std[columns], mean[columns] = torch.std_mean(source_matrix[:, columns].float(), dim=0)
+        columns = source_matrix[:, first : first + STATISTICS_COLUMNS]
+        by_column = torch.empty(columns.shape[1], rows, dtype=torch.float32).copy_(columns.T)
+        std[first : first + STATISTICS_COLUMNS], mean[first : first + STATISTICS_COLUMNS] = torch.std_mean(
+            by_column, dim=1)
     return mean, std
 
 
