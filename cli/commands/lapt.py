@@ -33,6 +33,15 @@ def register(app: typer.Typer) -> None:
             from vocadapt.pipelines.lapt import run_lapt
             from vocadapt.platform.model_loading import check_model_folder
 
+            from vocadapt.components.input_files import refuse_output_over_inputs
+
+            trained = model or config.source.model
+            refuse_output_over_inputs(output or Path(config.output_dir) / config.name / "lapt", "--output", [
+                ("--model" if model else "source.model", trained), ("lapt.teacher", config.lapt.teacher),
+                *[(f"lapt.train_files.{stream}", name) for stream, names in (config.lapt.train_files or {}).items()
+                  for name in names],
+                *[("corpus.train", name) for name in (config.corpus.train if config.corpus.train != "embedded"
+                                                       else [])]])
             # safetensors only, no custom code: refused before Ray starts or a run opens
             check_model_folder(model or config.source.model, what="--model" if model else "source.model",
                                trust_remote_code=config.source.trust_remote_code)

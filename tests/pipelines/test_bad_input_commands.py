@@ -177,6 +177,8 @@ CASES = [
     Case("lapt no budget", lapt("--set", "lapt.max_steps=0", "--model", "{w.model}"),
          ("lapt.max_steps", "lapt.max_tokens", "positive number")),
     Case("lapt pickled model", lapt("--model", "{w.pickled}"), ("{w.pickled}", "safetensors", "convert")),
+    Case("lapt --output is the model", lapt("--model", "{w.model}", "--output", "{w.model}"),
+         ("--output {w.model} is the input --model", "nothing was written")),
     # evaluate
     Case("evaluate missing model", cli(*EVALUATE, "--model", "{cwd}/no-model"),
          ("--model", "no-model", "save_pretrained", "models:/<name>@<alias>")),
