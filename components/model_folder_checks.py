@@ -281,12 +281,14 @@ def check_rows(folder: Path, what: str, config: dict[str, Any], tensors: dict[st
                                 f"{rows:,}-row embedding; set it to the tokenizer's id of that token (or null)")
 
 
-def check_checkpoint(folder: Path, what: str) -> dict[str, Any]:
-    """Every file check of a local checkpoint folder; returns its config.json."""
+def check_checkpoint(folder: Path, what: str, *, rows: bool = True) -> dict[str, Any]:
+    """Every file check of a local checkpoint folder; returns its config.json. ``rows=False`` leaves out
+    :func:`check_rows` for a caller that reports rows and ids itself (the serve check before registration)."""
     config = check_model_config(folder, what)
     tensors = check_weight_files(folder, what)
     tokenizer = read_tokenizer_ids(folder, f"{what} tokenizer")
-    check_rows(folder, what, config, tensors, tokenizer)
+    if rows:
+        check_rows(folder, what, config, tensors, tokenizer)
     return config
 
 

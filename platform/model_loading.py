@@ -18,7 +18,7 @@ from vocadapt.platform.config import EMBEDDED_MODEL, ExperimentConfig
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 
 
-def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool = False) -> None:
+def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool = False, rows: bool = True) -> None:
     """Refuse a local checkpoint folder that could run code when loaded; nothing is unpickled or imported here.
 
     Refused: no safetensors weights (pickled ``pytorch_model.bin``, ``.pt`` or ``.pth`` only), any problem
@@ -26,7 +26,8 @@ def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool
     damaged shard, shards and index that disagree, embedding or head rows that disagree with ``vocab_size`` or
     miss a tokenizer id, two tokens on one id, a special id past the rows), and a config with ``auto_map`` (custom
     modeling code) unless ``trust_remote_code``, which only the config's ``source.trust_remote_code: true`` turns
-    on. ``what`` names the input in the message (e.g.
+    on. ``rows=False``: the rows and special ids are left to the caller's own report. ``what`` names the input in
+    the message (e.g.
     ``--model``). ``source.model`` naming a hub id reaches here as its local snapshot (``resolve_inputs`` calls
     :func:`resolve_model_folder`), so the checks read the files that will be loaded; a name that is still not a
     local folder is left to transformers' own loading.
@@ -43,7 +44,7 @@ def check_model_folder(folder: str | Path, *, what: str, trust_remote_code: bool
         raise UserError(f"{what} {folder} has {found} and no *.safetensors; vocadapt loads safetensors only, "
                         "because pickled weights can run code when loaded: convert the checkpoint to safetensors "
                         "(e.g. load it where you trust it and save_pretrained(..., safe_serialization=True))")
-    config = check_checkpoint(folder, what)  # config, shards, index, rows, tokenizer ids, special ids
+    config = check_checkpoint(folder, what, rows=rows)  # config, shards, index, rows, tokenizer ids, special ids
     if config.get("auto_map") and not trust_remote_code:
         raise UserError(f"{what} {folder}: config.json has auto_map (custom modeling code, "
                         f"{sorted(config['auto_map'])}), which would run Python from the folder; vocadapt runs none "

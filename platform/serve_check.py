@@ -390,7 +390,8 @@ def check_servable(model_dir: Path, *, serving_venv: Path | None = None, vllm: b
     from vocadapt.platform.model_loading import check_model_folder, load_checkpoint_tokenizer
 
     model_dir = Path(model_dir)
-    check_model_folder(model_dir, what="model to register")  # safetensors only, no custom code
+    # safetensors only, no custom code, files intact; rows and ids are this report's own findings
+    check_model_folder(model_dir, what="model to register", rows=False)
     report = ServeCheckReport(str(model_dir))
     try:
         config, text_config = _text_config(model_dir)
