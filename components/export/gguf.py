@@ -36,6 +36,9 @@ KNOWN_PRE_TOKENIZERS = {
     "0b203869fced33203d17c133c3b3bb0e54e41e8ef4730e07ea9ade11879b840e": "llama-bpe",  # Llama-3.1
     "f64ce79efdd97727e8943eeb2749e209c6559130bb7d7faf0497f2362ea6f884": "qwen2",  # Qwen3
     "aa540206a5f5f44cfb5329c9a554205f144983a3300fc769c93c7187449b876d": "deepseek-v3",  # DeepSeek-V3
+    # Gemma-3's ' ' -> '▁' normaliser and split on ' ' (llama.cpp's table names the real one
+    # "granite-embed-multi-311m", the same pre-tokenizer type as "gemma4")
+    "ce116cc681eb3125efb9aff186f4f4123e9839dc5f1005080a824d1588454df3": "gemma4",
 }
 
 
@@ -46,7 +49,8 @@ class GgufPlan:
     architecture: str
     tokenizer_file: str
     pre_tokenizer: str | None
-    """llama.cpp's pre-tokenizer name (None for a SentencePiece or byte-fallback vocabulary, which has none)"""
+    """llama.cpp's pre-tokenizer name (None where the converter reads the vocabulary without one: SentencePiece,
+    and Llama-2's and Mistral's byte-fallback BPE)"""
 
 
 @dataclass(frozen=True)
@@ -76,14 +80,12 @@ def pre_tokenizer_fingerprint(model_dir: Path) -> tuple[str, dict]:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest(), settings
 
 
-def _uses_pre_tokenizer(model_dir: Path) -> bool:
-    """A byte-level BPE vocabulary without byte fallback; SentencePiece-style vocabularies (Llama-2, Mistral,
-    Gemma's byte-fallback BPE read as SentencePiece) need no pre-tokenizer name."""
+def _known_pre_tokenizer(model_dir: Path) -> str | None:
+    """The llama.cpp name of a BPE tokenizer.json's pre-tokenizer, from :data:`KNOWN_PRE_TOKENIZERS`."""
     path = Path(model_dir) / "tokenizer.json"
-    if (Path(model_dir) / "tokenizer.model").is_file() or not path.is_file():
-        return False
-    model = json.loads(path.read_text(encoding="utf-8"))["model"]
-    return model.get("type") == "BPE" and not model.get("byte_fallback")
+    if not path.is_file() or json.loads(path.read_text(encoding="utf-8"))["model"].get("type") != "BPE":
+        return None
+    return KNOWN_PRE_TOKENIZERS.get(pre_tokenizer_fingerprint(model_dir)[0])
 
 
 def _run_converter(converter: Path, *arguments: str) -> dict:
@@ -109,16 +111,16 @@ def _refusal(model_dir: Path, found: dict) -> UserError:
 
 
 def convert_to_gguf(model_dir: Path, outfile: Path, converter: Path) -> GgufPlan:
-    """llama.cpp's converter writes ``outfile`` (f16) from ``model_dir``; ``UserError``, with nothing written,
-    when llama.cpp cannot represent the model (its architecture, or its pre-tokenizer)."""
+    """llama.cpp's converter writes ``outfile`` (f16) from ``model_dir``; ``UserError`` when llama.cpp cannot
+    represent the model (its architecture, or its pre-tokenizer). ``outfile`` may then hold a partial file: the
+    caller writes it in a scratch folder."""
     model_dir = Path(model_dir)
-    needs_pre = _uses_pre_tokenizer(model_dir)
-    fallback = KNOWN_PRE_TOKENIZERS.get(pre_tokenizer_fingerprint(model_dir)[0]) if needs_pre else None
+    fallback = _known_pre_tokenizer(model_dir)
     found = _run_converter(converter, "convert", str(converter), str(model_dir), str(outfile), "f16",
-                           "1" if needs_pre else "0", *([fallback] if fallback else []))
+                           *([fallback] if fallback else []))
     if not found["written"]:
         raise _refusal(model_dir, found)
-    return GgufPlan(found["architecture"], found["tokenizer_file"], (found["pre"] or fallback) if needs_pre else None)
+    return GgufPlan(found["architecture"], found["tokenizer_file"], found["pre"])
 
 
 def _check_tokenizer(model_dir: Path, gguf_path: Path) -> None:

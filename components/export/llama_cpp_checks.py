@@ -71,3 +71,14 @@ def decode_seconds(llm, token_ids: Sequence[int]) -> float:
     for token in token_ids:
         llm.eval([int(token)])
     return time.perf_counter() - started
+
+
+def teacher_forced_choices(llm, prompt_ids: Sequence[int], tokens: Sequence[int]) -> list[int]:
+    """llama.cpp's arg-max at each step of the path ``prompt_ids + tokens`` (one per token of ``tokens``): where
+    another decoder's greedy path is ``tokens``, every step can be compared, not only those before a first
+    difference."""
+    context = list(prompt_ids) + list(tokens)
+    llm.reset()
+    llm.eval(context)
+    rows = np.asarray(llm.scores[len(prompt_ids) - 1: len(context) - 1])
+    return [int(index) for index in rows.argmax(axis=-1)]

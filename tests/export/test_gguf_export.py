@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.export.tiny_gguf_world import ENGLISH, ITALIAN, llama_cpp_or_skip
+from tests.export.tiny_gguf_world import ENGLISH, ITALIAN, greedy_disagreements, llama_cpp_or_skip
 
 TEXTS = [
     "La città di Roma è la capitale d'Italia; perché piove così tanto a novembre?",
@@ -13,8 +13,9 @@ TEXTS = [
     "The quick brown fox jumps over the lazy dog, doesn't it? 42 times.",
     "  spazi   doppi\te tabulazioni\n\nnuove righe — e «virgolette» àèìòù ÀÈÌÒÙ",
 ]
-# The bits per byte each quantisation may add to f16's on these tiny models (measured: see the test's output)
-BPB_LOSS_BOUND = {"q8_0": 0.02, "q4_k_m": 0.30}
+# The bits per byte each quantisation may add to f16's on the tiny expand model (measured at e.g. a40d976: f16 5.2422,
+# q8_0 5.2427, q4_k_m 5.2430; the embedded default's figures are in BENCHMARKS.md "GGUF export")
+BPB_LOSS_BOUND = {"q8_0": 0.005, "q4_k_m": 0.02}
 
 
 @pytest.mark.parametrize("mode", ["replace", "expand"])
@@ -44,6 +45,8 @@ def test_llama_cpp_tokenizes_as_the_adapted_tokenizer(mode, tiny_adapted_models,
 
 @pytest.mark.parametrize("mode", ["replace", "expand"])
 def test_llama_cpp_greedy_decodes_as_transformers_at_f16(mode, tiny_adapted_models, tiny_ggufs):
+    """Every one of the 32 steps: llama.cpp's arg-max on transformers' greedy path is transformers' token, or tied
+    with it at f16 (free-running, one tie taken the other way would change every later token)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -54,13 +57,14 @@ def test_llama_cpp_greedy_decodes_as_transformers_at_f16(mode, tiny_adapted_mode
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
     llm = load_gguf(tiny_ggufs[(mode, "f16")])
-    for text in TEXTS[:2]:
+    exact = 0
+    for text in TEXTS:
         prompt = [tokenizer.bos_token_id] + tokenizer.encode(text, add_special_tokens=False)
-        with torch.no_grad():
-            output = model.generate(torch.tensor([prompt]), max_new_tokens=32, min_new_tokens=32, do_sample=False,
-                                    pad_token_id=tokenizer.pad_token_id)
-        expected = output[0, len(prompt):].tolist()
-        assert greedy_tokens(llm, prompt, 32) == expected, text
+        expected, problems = greedy_disagreements(model, llm, prompt)
+        assert problems == [], (text, problems)
+        exact += greedy_tokens(llm, prompt, 32) == expected
+    print(f"{mode}: llama.cpp's free-running greedy tokens equal transformers' on {exact} of {len(TEXTS)} prompts")
+    assert exact >= len(TEXTS) - 1
 
 
 def test_quantisations_stay_within_the_stated_bits_per_byte_of_f16(tiny_adapted_models, tiny_quantized):

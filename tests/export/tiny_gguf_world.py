@@ -31,6 +31,18 @@ def llama_cpp_or_skip():
     return llama_cpp
 
 
+def f16_exact_and_sharp(model):
+    """``model`` with every weight exactly representable in f16 (the f16 GGUF holds the same numbers) and its
+    output head scaled up 8 times (random logits are nearly flat; sharper ones make arg-max ties rare)."""
+    import torch
+
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(8.0)
+        for parameter in model.parameters():
+            parameter.copy_(parameter.to(torch.float16).to(torch.float32))
+    return model
+
+
 def tiny_llama(tokenizer, folder: Path, seed: int) -> Path:
     """Random weights, exactly representable in f16 (so the f16 GGUF holds the same numbers), with a sharpened
     head so the arg-max is rarely a near tie."""
@@ -42,11 +54,7 @@ def tiny_llama(tokenizer, folder: Path, seed: int) -> Path:
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          tie_word_embeddings=False, rms_norm_eps=1e-5)
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(8.0)
-        for parameter in model.parameters():
-            parameter.copy_(parameter.to(torch.float16).to(torch.float32))
+    model = f16_exact_and_sharp(LlamaForCausalLM(config))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -64,7 +72,8 @@ def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
 
     twin = build_twin(family, folder / "twin", layers=1, width="reduced", dtype="float32")
     source = AutoTokenizer.from_pretrained(str(twin))
-    target = train_tokenizer_from_iterator(ITALIAN, kind, 1200,
+    # Gemma-3 carries 6,415 added tokens into any tokenizer trained like it
+    target = train_tokenizer_from_iterator(ITALIAN, kind, 7000 if family == "gemma3" else 1200,
                                            folder / "target", like=source, show_progress=False)
     adapted = (replace_vocabulary(source, target) if mode == "replace" else expand_with_target(source, target)).tokenizer
     model = AutoModelForCausalLM.from_pretrained(str(twin))
@@ -76,6 +85,32 @@ def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
         if model.generation_config is not None:
             setattr(model.generation_config, f"{role}_token_id", getattr(adapted, f"{role}_token_id"))
     out = folder / mode
-    model.save_pretrained(out)
+    f16_exact_and_sharp(model).save_pretrained(out)
     adapted.save_pretrained(out)
     return out
+
+
+# Two logits closer than this are a tie at f16: llama.cpp computes with f16 weights and rounds activations to f16 on
+# the way into its matrix products, so it may order them either way (measured: a tie of 0.0003 logits, with logits
+# of standard deviation 0.9, went the other way at step 26 of one tiny prompt)
+F16_TIE = 1e-3
+
+
+def greedy_disagreements(model, llm, prompt: list[int], steps: int = 32) -> tuple[list[int], list[str]]:
+    """transformers' ``steps`` greedy tokens after ``prompt``, and the steps where llama.cpp (teacher-forced on
+    that path) picks another token that is not tied with transformers' choice within :data:`F16_TIE`."""
+    import torch
+
+    from vocadapt.components.export.llama_cpp_checks import teacher_forced_choices
+
+    with torch.no_grad():
+        output = model.generate(torch.tensor([prompt]), max_new_tokens=steps, min_new_tokens=steps, do_sample=False,
+                                pad_token_id=model.config.pad_token_id or 0)
+        expected = output[0, len(prompt):].tolist()
+        logits = model(output[:, :-1]).logits[0, len(prompt) - 1:]
+    problems = []
+    for step, (want, got) in enumerate(zip(expected, teacher_forced_choices(llm, prompt, expected))):
+        gap = float(logits[step, want] - logits[step, got])
+        if got != want and gap >= F16_TIE:
+            problems.append(f"step {step}: transformers {want}, llama.cpp {got} (gap {gap:.4f})")
+    return expected, problems
