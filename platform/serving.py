@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vocadapt.components.errors import UserError
 from vocadapt.platform.mlflow_model import checkpoint_dir, download_model
-from vocadapt.platform.registry import ModelFilesError, verify_model_files
+from vocadapt.platform.registry import MANIFEST, ModelFilesError, verify_model_files
 
 _MODEL_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
 
@@ -55,13 +55,19 @@ def resolve_version(client, uri: str):
 
 
 def download_verified(client, uri: str, destination: Path, tracking_uri: str) -> VerifiedModel:
-    """Download the version's files into ``destination`` and verify them; nothing is left there if refused."""
+    """Download the version's files into ``destination`` and verify them; nothing is left there if refused. An
+    existing ``destination`` is replaced only when it is an earlier download (it holds a vocadapt manifest) or
+    empty: any other folder is refused before anything is downloaded, so a mistyped path never loses files."""
+    destination = Path(destination)
+    if destination.exists() and (not destination.is_dir() or (any(destination.iterdir())
+                                                               and not (destination / MANIFEST).is_file())):
+        raise UserError(f"--download-dir {destination} exists and is not a model vocadapt downloaded (no {MANIFEST} "
+                        "in it); name a new or empty folder, or remove that one yourself")
     model_version = resolve_version(client, uri)
     manifest_sha = model_version.tags.get("vocadapt.manifest_sha256")
     if not manifest_sha:
         raise ModelFilesError(f"{uri} (version {model_version.version}) has no vocadapt.manifest_sha256 tag, so its "
                               f"files cannot be verified; register it through vocadapt (adapt or sweep)")
-    destination = Path(destination)
     staging = destination.with_name(f".{destination.name}.download")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
