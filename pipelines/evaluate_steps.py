@@ -57,7 +57,8 @@ def model_servers(suite: SuiteConfig, folders: dict[str, Path], work_dir: Path):
     else ``{}``; every server started is stopped on leaving, after an error or Ctrl-C too.
 
     One server per model serves its benchmarks and the generation step: a start costs about a minute on CPU. Its
-    context is the longer of the two steps' (``harness.max_length``; the generation step's server default).
+    context is the longer of the two steps' (``harness.max_length``; the generation step's server default), at
+    most the model's own (``max_position_embeddings``: vLLM refuses a longer one).
     """
     if suite.generation.backend != "vllm":
         yield {}
@@ -70,9 +71,22 @@ def model_servers(suite: SuiteConfig, folders: dict[str, Path], work_dir: Path):
         servers = {}
         for prefix, folder in folders.items():
             log_file = Path(work_dir) / f"vllm-{Path(folder).name}.log"
-            served = ServedGeneration(Path(folder), max_model_len=max_model_len, log_file=log_file)
+            context = min(max_model_len, model_context(Path(folder)) or max_model_len)
+            served = ServedGeneration(Path(folder), max_model_len=context, log_file=log_file)
             servers[prefix] = stack.enter_context(closing(served))
         yield servers
+
+
+def model_context(folder: Path) -> int | None:
+    """The longest context the model in ``folder`` was built for (its config's ``max_position_embeddings``, or its
+    text config's), or None when the config does not say."""
+    import json
+
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    for section in (config, config.get("text_config") or {}):
+        if isinstance(section.get("max_position_embeddings"), int):
+            return section["max_position_embeddings"]
+    return None
 
 
 def _cluster_include() -> Path | None:

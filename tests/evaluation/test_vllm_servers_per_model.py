@@ -165,3 +165,35 @@ def test_one_real_vllm_server_serves_the_benchmarks_and_the_generation_greedily(
         assert ids == expected[:len(ids)], f"{prompt!r}: {encode_mismatch(tokenizer, expected, ids, 'vLLM')}"
         greedy_text = tokenizer.decode(expected, skip_special_tokens=True)
         assert text == greedy_text.split(generation.STOP)[0], (prompt, text, greedy_text)  # vLLM stops at STOP
+
+
+def test_each_server_asks_for_no_more_context_than_its_model_has(tmp_path, monkeypatch):
+    """vLLM refuses a --max-model-len past the model's positions: a 512-position model gets 512, a long one the
+    suite's length, a config that does not say gets the suite's length too."""
+    import json
+
+    from vocadapt.pipelines.evaluate_steps import model_context, model_servers
+    from vocadapt.platform.evaluation import harness
+    from vocadapt.platform.evaluation.suites import load_suite
+
+    asked = {}
+
+    class Recording:
+        def __init__(self, model_dir, *, max_model_len, log_file=None):
+            asked[model_dir.name] = max_model_len
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(harness, "ServedGeneration", Recording)
+    folders = {}
+    for name, config in {"short": {"max_position_embeddings": 512}, "long": {"max_position_embeddings": 131072},
+                         "gemma-like": {"text_config": {"max_position_embeddings": 1024}}, "unknown": {}}.items():
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert model_context(folders["gemma-like"]) == 1024 and model_context(folders["unknown"]) is None
+    with model_servers(load_suite("offline-vllm"), folders, tmp_path):
+        pass
+    assert asked["short"] == 512 and asked["gemma-like"] == 1024
+    assert asked["long"] == asked["unknown"] >= 2048
