@@ -58,7 +58,8 @@ class VocabularyTrim:
     def record(self) -> dict[str, Any]:
         """What the trim kept and why, for the output folder and the logs."""
         total = sum(self.counts.values())
-        kept = sum(count for source_id, count in self.counts.items() if source_id in set(self.target_to_source.values()))
+        kept_ids = set(self.target_to_source.values())
+        kept = sum(count for source_id, count in self.counts.items() if source_id in kept_ids)
         return {
             "source_vocab_size": self.source_vocab_size, "vocab_size": self.vocab_size, "min_count": self.min_count,
             "size": self.size, "kept_by": dict(self.kept_by), "corpus_tokens": total,
