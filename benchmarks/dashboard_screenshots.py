@@ -26,7 +26,7 @@ def main() -> None:
     env = {**os.environ, "VOCADAPT_SCREENSHOTS": str(args.out.resolve()), "VOCADAPT_REQUIRE_BROWSER": "1"}
     test = ROOT / "tests" / "dashboard" / "test_browser.py"
     completed = subprocess.run([sys.executable, "-m", "pytest", "-q", str(test)], cwd=ROOT, env=env)
-    for name in ("dashboard-runs.png", "dashboard-promotion.png"):
+    for name in ("dashboard-runs.png", "dashboard-promotion.png", "dashboard-family-fertility.png"):
         path = args.out / name
         print(f"{path}: {path.stat().st_size:,} bytes" if path.is_file() else f"{path}: not written")
     sys.exit(completed.returncode)

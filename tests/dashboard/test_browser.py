@@ -231,3 +231,23 @@ def test_promotion_view_shows_every_gate_and_the_alias_history(store, dashboard,
     for alias, pointed in model.aliases.items():
         assert any(alias in cell and "now" in cell and str(pointed) in cell for cell in cells), (alias, cells)
     _shot(browser, "dashboard-promotion.png")
+
+
+def test_family_fertility_view_draws_its_matrix(store, dashboard, browser):
+    from selenium.webdriver.common.by import By
+
+    from vocadapt.dashboards.family_fertility import matrix_path
+
+    if matrix_path() is None:
+        pytest.skip("no family fertility matrix committed or measured here")
+    browser.get(dashboard)
+    _wait_for(browser, ["Side by side with the source model"])
+    browser.find_element(By.XPATH, "//label[.//p[text()='Family fertility']]").click()
+    _wait_for(browser, ["Fertility matrix", "Published figures beside the measured ones"])
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # the heat map is drawn (Vega renders into a canvas or an SVG inside the chart's element)
+    WebDriverWait(browser, 60, poll_frequency=0.5).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid='stVegaLiteChart'] canvas, "
+                                                   "[data-testid='stVegaLiteChart'] svg"))
+    _shot(browser, "dashboard-family-fertility.png")
