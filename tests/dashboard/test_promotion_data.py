@@ -130,3 +130,19 @@ def test_promotion_view_shows_the_gates_and_the_recorded_decision(filled_store, 
     history = [line for line in text.splitlines() if line.startswith(("| champion |", "| candidate |"))]
     assert history[0].startswith("| champion | 1 | promotion |") and "| refused |" in history[0]
     assert history[1].startswith("| candidate | 1 | now |") and len(history) == 2
+
+
+def test_several_adapt_runs_share_the_same_axes():
+    import pandas as pd
+
+    adapt = pd.DataFrame([{"run_id": "a", "label": "it-fvt-8k", "metrics": PARENT},
+                          {"run_id": "b", "label": "hi-sava-16k", "metrics": {**PARENT, "source_model.bpb_ood_target": 3.0}}])
+    methods = pd.DataFrame([{"run_id": "a1", "parent_run_id": "a", "method": "fvt", "label": "x", "metrics": METHODS["fvt"]},
+                            {"run_id": "b1", "parent_run_id": "b", "method": "sava", "label": "y",
+                             "metrics": {**METHODS["fvt"], "bpb_ood_target": 2.7}}])
+    table = promotion.side_by_side_table(adapt, methods)
+    ood = table[table["measure"] == "bpb_ood_target"].set_index(["run", "model"])
+    assert ood.loc[("hi-sava-16k", "sava"), "difference"] == pytest.approx(-0.3)  # against its own source model
+    assert ood.loc[("it-fvt-8k", "fvt"), "difference"] == pytest.approx(0.1)
+    assert list(promotion.wide(table).columns) == ["hi-sava-16k: source model", "hi-sava-16k: sava",
+                                                   "it-fvt-8k: source model", "it-fvt-8k: fvt"]
