@@ -151,7 +151,7 @@ def aligned_mix(problem: InitProblem, weights: torch.Tensor) -> torch.Tensor:
         return torch.zeros(weights.shape[0], problem.source_matrix.shape[1], dtype=torch.float32)
     used_rows, columns = gathered_rows(problem, indices[1])
     compact = torch.sparse_coo_tensor(torch.stack([indices[0], columns]), weights.values(),
-                                      (weights.shape[0], used_rows.shape[0]), is_coalesced=True)
+                                      (weights.shape[0], used_rows.shape[0]), is_coalesced=True, check_invariants=True)
     return torch.sparse.mm(compact, used_rows)
 
 
