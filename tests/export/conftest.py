@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.export.tiny_gguf_world import ENGLISH, ITALIAN, SPECIALS, llama_cpp_or_skip, tiny_llama
+from tests.families.conftest import family_tokenizers  # noqa: F401 (fixture: the families' real tokenizers)
 
 
 @pytest.fixture(scope="session")
