@@ -78,7 +78,12 @@ def seeded_blocks(rows: int, hidden: int, dtype: torch.dtype = torch.bfloat16, s
 
 
 def seeded_matrix(rows: int, hidden: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> torch.Tensor:
-    return torch.cat(list(seeded_blocks(rows, hidden, dtype, seed)))
+    """The blocks of :func:`seeded_blocks` in one matrix, filled in place (a concatenation held the blocks and the
+    matrix at once: twice its size)."""
+    out = torch.empty(rows, hidden, dtype=dtype)
+    for index, block in enumerate(seeded_blocks(rows, hidden, dtype, seed)):
+        out[index * POOL_ROWS : index * POOL_ROWS + block.shape[0]] = block
+    return out
 
 
 def helper_model_dir(target_tokenizer_dir: Path, hidden: int = 32, seed: int = 0) -> Path:

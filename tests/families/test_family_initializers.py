@@ -1,24 +1,28 @@
 """Every initialiser at a family's real width, rows and tokenizer, with the registry test's checks.
 
-What runs (sized to stay within about 2.5 minutes on 2 cores; the source matrices are seeded random bf16 at full
-size, ``family_surgery_world.seeded_matrix``):
+What runs (the source matrices are seeded random bf16 at full size, ``family_surgery_world.seeded_matrix``):
 
-- every registered method on Mistral-7B-v0.1's real shape (32,000 rows x 4,096, untied head) with its real
-  SentencePiece tokenizer expanded by 300 Italian tokens (``expand_with_top_k``), in memory through
-  ``adapt_embeddings`` (the adapt pipeline's path); the methods that draw random numbers run twice (same bytes);
+- every registered method on the real shapes of Mistral-7B-v0.1 (32,000 x 4,096) and Llama-3.1-8B (128,256 x
+  4,096), both untied, with the family's real tokenizer expanded by 300 Italian tokens (``expand_with_top_k``),
+  in memory through ``adapt_embeddings`` (the adapt pipeline's path); the methods that draw random numbers run
+  twice (same bytes). One family's matrices are held at a time (the fixture is parametrised by family), and the
+  checks compare 8,192 rows at a time: peak about 2x the bf16 matrices, as surgery itself holds;
 - Llama-2 (32,000 x 4,096, untied) replaced by a 2,000-token Italian SentencePiece tokenizer trained like it: fvt
   and sava, in memory;
 - the checkpoint path (``adapt_checkpoint``, streamed in bounded memory, what ``vocadapt init`` runs) on an
-  embedding-only checkpoint in the real shape of Mistral-7B-v0.1, expanded: sava; and of Gemma-3 (262,208 x 2,560,
-  tied, padded past 262,145 ids), replaced by an 8,192-token Italian tokenizer trained like it: random_token.
+  embedding-only checkpoint in the family's real shape: Mistral-7B-v0.1 expanded (sava); Gemma-3 (262,208 x 2,560,
+  tied, padded past 262,145 ids) replaced by an 8,192-token Italian tokenizer trained like it (random_token).
 
-Not run here, for time: Llama-3.1 (128,256 x 4,096 untied: 2.1 GB of bf16 matrices), Qwen3 (151,936 x 4,096
-untied: 2.5 GB; its streamed fvt expansion took 254 s on this machine under load 16) and DeepSeek-V3 (129,280 x
-7,168 untied: 3.7 GB) at full size, and every method on any family but Mistral. What padding does in expansion
-(Qwen3's new ids taking its padding rows, DeepSeek-V3's padding rows kept) is ``test_family_model_fit.py``'s, on
-the real rows at hidden size 8. Helper methods (clp, focus, omp, salt,
-sava) read a tiny helper model that uses the target tokenizer (``helper_model_dir``), wechsel the registry test's
-tiny fastText models and dictionary.
+Not run, for time: every method on Qwen3, DeepSeek-V3 and Gemma-3 in memory (the in-memory path is the same code
+at any vocabulary: Llama-3.1's run is the largest 4,096-wide one that stays within about 4.5 GB, Qwen3's would hold
+5 GB of matrices and DeepSeek-V3's 7.4 GB), and the streamed path of Llama-3.1, Qwen3 and DeepSeek-V3 (each
+streamed run writes the checkpoint and the whole adapted pair, 2.1 to 3.7 GB of disk each; under load 12 on this
+machine one family took over 10 minutes; ``tests/initializers/test_bounded_memory.py`` checks every method's
+streamed bytes against the whole-matrix path at small size, and ``benchmarks/init_scale_families.py`` runs it at
+any family's shape). Llama-2 runs fvt and sava only (its shape
+is Mistral's). What padding does in expansion is also ``test_family_model_fit.py``'s, on the real rows at hidden
+size 8. Helper methods (clp, focus, omp, salt, sava) read a tiny helper model that uses the target tokenizer
+(``helper_model_dir``), wechsel the registry test's tiny fastText models and dictionary.
 """
 
 from __future__ import annotations
@@ -70,18 +74,20 @@ def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
     return pairs
 
 
-@pytest.fixture(scope="module")
-def mistral(family_tokenizers):
-    """Mistral-7B-v0.1's tokenizer, its expansion by 300 Italian tokens, the helper and both source matrices."""
+@pytest.fixture(scope="module", params=["mistral_v1", "llama3_1"])
+def expanded_family(request, family_tokenizers):
+    """A family's tokenizer, its expansion by 300 Italian tokens, the helper and both source matrices at the real
+    shape. Module-scoped and parametrised: pytest runs one family's tests, drops its matrices, then builds the
+    next's, so only one family's (2.1 GB for Llama-3.1) are held at a time."""
     from transformers import AutoTokenizer
 
-    expanded = world.expanded_tokenizer_dir("mistral_v1", str(family_tokenizers["mistral_v1"]))
-    family = model_family("mistral_v1")
+    name = request.param
+    expanded = world.expanded_tokenizer_dir(name, str(family_tokenizers[name]))
+    family = model_family(name)
     rows, hidden = family.vocab_rows, family.architecture["hidden_size"]
     return dict(
-        source=AutoTokenizer.from_pretrained(str(family_tokenizers["mistral_v1"])),
-        target=AutoTokenizer.from_pretrained(str(expanded)),
-        helper_dir=world.helper_model_dir(expanded),
+        name=name, source=AutoTokenizer.from_pretrained(str(family_tokenizers[name])),
+        target=AutoTokenizer.from_pretrained(str(expanded)), helper_dir=world.helper_model_dir(expanded),
         input=world.seeded_matrix(rows, hidden, seed=0), output=world.seeded_matrix(rows, hidden, seed=1),
     )
 
@@ -98,21 +104,32 @@ def _adapt(name: str, method: str, mode: str, source_input, source_output, sourc
     return model
 
 
+CHECK_ROWS = 8192  # rows compared at once: whole-matrix gathers at Llama-3.1's shape would add GBs to the peak
+
+
+def assert_rows_equal(new: torch.Tensor, new_ids: torch.Tensor, old: torch.Tensor, old_ids: torch.Tensor) -> None:
+    for first in range(0, len(new_ids), CHECK_ROWS):
+        chunk = slice(first, first + CHECK_ROWS)
+        assert torch.equal(new[new_ids[chunk]], old[old_ids[chunk]]), f"rows {first}.. differ"
+
+
 def check_adapted(model, plan, source_input, source_output, source, target):
     """Shape, finite values, shared rows copied bit for bit (embeddings and untied head), specials' rows kept, the
-    config's vocab_size covering every id, and (expansion) every source row kept at its id."""
+    config's vocab_size covering every id, and (expansion) every source row kept at its id; row blocks at a time."""
     new_input = model.get_input_embeddings().weight.detach()
     new_output = model.get_output_embeddings().weight.detach()
     hidden = source_input.shape[1]
     assert new_input.shape == (plan.rows, hidden) and new_output.shape == (plan.rows, hidden)
     assert new_input.dtype == source_input.dtype == torch.bfloat16
     assert model.config.vocab_size == plan.rows >= len(target)
-    assert torch.isfinite(new_input.float()).all() and torch.isfinite(new_output.float()).all()
+    for matrix in (new_input, new_output):
+        for first in range(0, plan.rows, CHECK_ROWS):
+            assert torch.isfinite(matrix[first : first + CHECK_ROWS].float()).all()
     targets, sources = torch.tensor(list(plan.target_to_source)), torch.tensor(list(plan.target_to_source.values()))
-    assert torch.equal(new_input[targets], source_input[sources])
+    assert_rows_equal(new_input, targets, source_input, sources)
     matrices = [(new_input, source_input)]
     if source_output is not None:
-        assert torch.equal(new_output[targets], source_output[sources])
+        assert_rows_equal(new_output, targets, source_output, sources)
         assert not torch.equal(new_output[plan.new_target_ids], new_input[plan.new_target_ids])
         matrices.append((new_output, source_output))
     pairs = special_pairs(source, target)
@@ -124,8 +141,9 @@ def check_adapted(model, plan, source_input, source_output, source, target):
     if plan.mode == "expand":
         kept = torch.ones(source_input.shape[0], dtype=torch.bool)
         kept[plan.new_target_ids[plan.new_target_ids < source_input.shape[0]]] = False
+        kept_ids = torch.nonzero(kept).squeeze(1)
         for new, old in matrices:
-            assert torch.equal(new[: source_input.shape[0]][kept], old[kept])
+            assert_rows_equal(new, kept_ids, old, kept_ids)
     assert model.config.bos_token_id == target.bos_token_id is not None
     assert model.config.eos_token_id == target.eos_token_id is not None
     if plan.mode == "expand":
@@ -133,18 +151,20 @@ def check_adapted(model, plan, source_input, source_output, source, target):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_every_method_at_mistral_7b_shape_expanded(method, mistral):
-    source, target = mistral["source"], mistral["target"]
-    source_input, source_output = mistral["input"], mistral["output"]
-    model = _adapt("mistral_v1", method, "expand", source_input, source_output, source, target, mistral["helper_dir"])
+def test_every_method_at_the_real_shape_expanded(method, expanded_family):
+    name, source, target = expanded_family["name"], expanded_family["source"], expanded_family["target"]
+    source_input, source_output = expanded_family["input"], expanded_family["output"]
+    model = _adapt(name, method, "expand", source_input, source_output, source, target, expanded_family["helper_dir"])
     plan = plan_vocabulary(source, target, source_rows=source_input.shape[0], mode="expand")
     assert len(plan.new_target_ids) == len(target) - len(source) > 250
     check_adapted(model, plan, source_input, source_output, source, target)
     if method not in SEEDED_DRAWS:
         return
-    again = _adapt("mistral_v1", method, "expand", source_input, source_output, source, target, mistral["helper_dir"])
-    assert torch.equal(again.get_input_embeddings().weight, model.get_input_embeddings().weight)
-    assert torch.equal(again.get_output_embeddings().weight, model.get_output_embeddings().weight)
+    first = (model.get_input_embeddings().weight[plan.new_target_ids], model.get_output_embeddings().weight[plan.new_target_ids])
+    del model  # the second run's matrices replace the first's
+    again = _adapt(name, method, "expand", source_input, source_output, source, target, expanded_family["helper_dir"])
+    assert torch.equal(again.get_input_embeddings().weight[plan.new_target_ids], first[0])
+    assert torch.equal(again.get_output_embeddings().weight[plan.new_target_ids], first[1])
 
 
 @pytest.mark.parametrize("method", ["fvt", "sava"])
@@ -202,19 +222,32 @@ def check_checkpoint(out, record, name: str, source, target, mode: str):
         assert (new_rows.float().abs().sum(dim=1) > 0).all()
 
 
-@pytest.mark.parametrize("name, mode, method", [("mistral_v1", "expand", "sava"), ("gemma3", "replace", "random_token")])
-def test_checkpoint_surgery_at_the_real_shape(name, mode, method, family_tokenizers, tmp_path):
-    """``adapt_checkpoint`` (streamed) on an embedding-only checkpoint of the family's real shape: Mistral-7B-v0.1
-    untied (sava, a row-block method, with a helper model given as ``model:DIR``), Gemma-3 tied and padded."""
+# (family, mode, methods): one checkpoint per family, each method adapting it in turn (sava streams by rows,
+# random_token by column blocks).
+STREAMED = [
+    ("mistral_v1", "expand", ("sava",)),
+    ("gemma3", "replace", ("random_token",)),
+]
+
+
+@pytest.mark.parametrize("name, mode, methods", STREAMED, ids=[name for name, _, _ in STREAMED])
+def test_checkpoint_surgery_at_the_real_shape(name, mode, methods, family_tokenizers, tmp_path):
+    """``adapt_checkpoint`` (streamed) on an embedding-only checkpoint of the family's real shape: untied Mistral,
+    Llama-3.1, Qwen3 (its new ids past its padding rows) and DeepSeek-V3 (7,168 wide, new ids inside its padding)
+    expanded; Gemma-3 tied and padded, replaced. Helper methods read a helper model given as ``model:DIR``."""
+    import shutil
+
     from transformers import AutoTokenizer
 
     source_dir = world.write_family_checkpoint(tmp_path / "source", name, family_tokenizers[name])
     target_dir = (world.expanded_tokenizer_dir(name, str(family_tokenizers[name])) if mode == "expand"
                   else world.target_tokenizer_dir(name, str(family_tokenizers[name]), TARGET_SIZES.get(name, 2000)))
-    helper = f"model:{world.helper_model_dir(target_dir)}" if get_initializer(method).needs_helper else None
-    record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out", method, mode=mode, seed=3, helper=helper,
-                              corpus_files=[world.italian_corpus_file()], link="symlink")
-    assert record["streamed"]
     source = AutoTokenizer.from_pretrained(str(family_tokenizers[name]))
     target = AutoTokenizer.from_pretrained(str(target_dir))
-    check_checkpoint(tmp_path / "out", record, name, source, target, mode)
+    for method in methods:
+        helper = f"model:{world.helper_model_dir(target_dir)}" if get_initializer(method).needs_helper else None
+        record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out", method, mode=mode, seed=3, helper=helper,
+                                  corpus_files=[world.italian_corpus_file()], link="symlink")
+        assert record["streamed"] and record["method"] == method
+        check_checkpoint(tmp_path / "out", record, name, source, target, mode)
+        shutil.rmtree(tmp_path / "out")  # the next method's output in its place (GBs each)
