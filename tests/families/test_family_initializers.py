@@ -2,11 +2,11 @@
 
 What runs (the source matrices are seeded random bf16 at full size, ``family_surgery_world.seeded_matrix``):
 
-- every registered method on the real shapes of Mistral-7B-v0.1 (32,000 x 4,096) and Llama-3.1-8B (128,256 x
-  4,096), both untied, with the family's real tokenizer expanded by 300 Italian tokens (``expand_with_top_k``),
-  in memory through ``adapt_embeddings`` (the adapt pipeline's path); the methods that draw random numbers run
-  twice (same bytes). One family's matrices are held at a time (the fixture is parametrised by family), and the
-  checks compare 8,192 rows at a time: peak about 2x the bf16 matrices, as surgery itself holds;
+- every registered method on the real shape of Mistral-7B-v0.1 (32,000 x 4,096, untied) with its real tokenizer
+  expanded by 300 Italian tokens (``expand_with_top_k``), in memory through ``adapt_embeddings`` (the adapt
+  pipeline's path); the methods that draw random numbers run twice (same bytes). The fixture is parametrised by
+  family and the checks compare 8,192 rows at a time; Llama-3.1-8B (128,256 x 4,096) as a second family passed
+  every method but took 543 CPU s and peaked at 7.05 GB, over this file's budget, so it is not listed;
 - Llama-2 (32,000 x 4,096, untied) replaced by a 2,000-token Italian SentencePiece tokenizer trained like it: fvt
   and sava, in memory;
 - the checkpoint path (``adapt_checkpoint``, streamed in bounded memory, what ``vocadapt init`` runs) on an
@@ -74,7 +74,8 @@ def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
     return pairs
 
 
-@pytest.fixture(scope="module", params=["mistral_v1", "llama3_1"])
+# llama3_1 here passes every method but peaked at 7.05 GB and 543 CPU s (measured at load 11 to 22): over budget
+@pytest.fixture(scope="module", params=["mistral_v1"])
 def expanded_family(request, family_tokenizers):
     """A family's tokenizer, its expansion by 300 Italian tokens, the helper and both source matrices at the real
     shape. Module-scoped and parametrised: pytest runs one family's tests, drops its matrices, then builds the
