@@ -92,6 +92,63 @@ def test_commands_never_import_each_other():
     assert not wrong, f"commands importing other commands: {wrong}"
 
 
+def _module_imports() -> dict[str, set[str]]:
+    """Every vocadapt module -> the vocadapt modules it imports anywhere (inside functions too; not under
+    ``if TYPE_CHECKING:``, which never runs). ``from package import module`` counts as importing the module."""
+    modules = {}
+    for portion in PORTIONS:
+        for path in (ROOT / portion).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules[".".join(("vocadapt", *(parts[:-1] if parts[-1] == "__init__" else parts)))] = path
+    graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(node) for branch in ast.walk(tree) if isinstance(branch, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(branch.test) for node in ast.walk(branch)}
+        imported = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                submodules = {f"{node.module}.{alias.name}" for alias in node.names} & modules.keys()
+                imported |= submodules or {node.module}
+        graph[name] = (imported & modules.keys()) - {name}
+    return graph
+
+
+def test_no_import_cycles():
+    """No module reaches itself through its imports: each cycle is named by its modules."""
+    graph, cycles, index, low, stack, on_stack = _module_imports(), [], {}, {}, [], set()
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in graph[module]:
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert not cycles, f"import cycles: {cycles}"
+
+
 def test_layering_check_sees_function_level_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from vocadapt.pipelines.adapt import run_adapt\n    import vocadapt.cli.app\n")

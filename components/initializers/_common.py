@@ -103,22 +103,6 @@ def columnwise_gaussian_rows(problem: InitProblem, count: int) -> torch.Tensor:
     return rows.mul_(std).add_(mean)
 
 
-UNSEEN_RULES = ("random", "fvt")  # the row of a new token a vector method has no vector for
-
-
-def unseen_rows(problem: InitProblem, missing: torch.Tensor, unseen: str) -> torch.Tensor:
-    """Rows for the new tokens flagged in ``missing`` (N,) bool: "random" draws N(mu, sigma^2) column by column
-    (:func:`columnwise_gaussian_rows`), "fvt" takes their FVT rows (the mean of their source pieces), which
-    depend on no random draw. Both are columnwise."""
-    if unseen == "fvt":
-        import dataclasses
-
-        from vocadapt.components.initializers.fvt import fvt
-
-        return fvt(dataclasses.replace(problem, new_target_ids=problem.new_target_ids[missing]))
-    return columnwise_gaussian_rows(problem, int(missing.sum()))
-
-
 def require_helper(problem: InitProblem, method: str) -> Any:
     """The helper of ``problem``, or a MissingHelperError naming the helpers ``method`` accepts."""
     if problem.helper is None:

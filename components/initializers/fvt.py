@@ -3,6 +3,8 @@ source tokenizer (SAVA §3.1; "Design choices" eq. 1; "0.01GB" §4.3 "Mean")."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
@@ -53,3 +55,15 @@ def fvt(problem: InitProblem) -> torch.Tensor:
         missing = int((~has_pieces).sum())
         rows[~has_pieces] = columnwise_gaussian_rows(problem, missing)
     return rows
+
+
+UNSEEN_RULES = ("random", "fvt")  # the row of a new token a vector method has no vector for
+
+
+def unseen_rows(problem: InitProblem, missing: torch.Tensor, unseen: str) -> torch.Tensor:
+    """Rows for the new tokens flagged in ``missing`` (N,) bool: "random" draws N(mu, sigma^2) column by column
+    (:func:`columnwise_gaussian_rows`), "fvt" takes their FVT rows (the mean of their source pieces), which
+    depend on no random draw. Both are columnwise."""
+    if unseen == "fvt":
+        return fvt(dataclasses.replace(problem, new_target_ids=problem.new_target_ids[missing]))
+    return columnwise_gaussian_rows(problem, int(missing.sum()))

@@ -14,14 +14,13 @@ from vocadapt.components.errors import UserError
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     RoleSharedCache,
-    UNSEEN_RULES,
     helper_rows,
     ids_key,
     mix_rows,
     overlap_pairs,
     require_helper,
-    unseen_rows,
 )
+from vocadapt.components.initializers.fvt import UNSEEN_RULES, unseen_rows
 
 HELPERS = ("model", "vectors", "fasttext")
 # Queries per batched pursuit: the (n, k, d) orthonormal basis and the (n, O) correlations stay under 2^26 floats

@@ -31,8 +31,9 @@ import torch
 from vocadapt.components.errors import UserError
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
-    SIMILARITY_CHUNK_ROWS, UNSEEN_RULES, RoleSharedCache, gathered_rows, ids_key, unseen_rows,
+    SIMILARITY_CHUNK_ROWS, RoleSharedCache, gathered_rows, ids_key,
 )
+from vocadapt.components.initializers.fvt import UNSEEN_RULES, unseen_rows
 
 # The value of the three file options that the platform replaces with the files `vocadapt assets` builds.
 EMBEDDED = "embedded"
