@@ -51,6 +51,11 @@ def register(app: typer.Typer) -> None:
             if "en" in languages:
                 raise UserError("en is the reference language of every row; leave it out of --lang")
             assets = load_assets(languages=languages)  # names the `vocadapt assets --lang` to run when missing
+            from vocadapt.components.input_files import refuse_output_over_inputs
+
+            lexicon = None if protect_lexicon.strip().lower() in ("none", "embedded") else protect_lexicon
+            refuse_output_over_inputs(output, "--output", [("the embedded default", assets.home),
+                                                           ("--protect-lexicon", lexicon)])
             corpora = [embedded_language_corpus(assets, language) for language in languages]
             tracker = Tracker(resolve_tracking_uri(tracking_uri), experiment)
             settings = MatrixSettings.quick() if quick else MatrixSettings()

@@ -47,6 +47,43 @@ def check_command(command: list[str]) -> None:
                         f"<command> one of: {', '.join(known)} (e.g. `vocadapt submit -- lapt configs/x.yaml`)")
 
 
+# Commands whose first argument is an experiment config and which take --set overrides: checked here against the
+# schema (a typo in a field fails in seconds here, not after the upload and the cluster's install)
+CONFIG_COMMANDS = ("adapt", "lapt", "leaderboard")
+
+
+def check_arguments(command: list[str], working_dir: Path) -> None:
+    """The command's own parser accepts its arguments, and a config it names (relative to ``working_dir``, as the
+    job will read it) validates, with its ``--set`` overrides: the caller's mistakes found before any upload."""
+    from typer.exceptions import TyperException
+    from typer.main import get_command
+
+    from vocadapt.cli.app import app
+
+    if not command:
+        return
+    group = get_command(app)
+    with group.context_class(group) as parent:
+        try:
+            context = group.get_command(parent, command[0]).make_context(command[0], list(command[1:]),
+                                                                         parent=parent)
+        except typer.Exit:
+            return  # --help: nothing to check
+        except TyperException as error:  # typer's click: a usage error (unknown option, missing argument, ...)
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            raise UserError(f"`vocadapt {' '.join(command)}` would fail on the cluster: {message}; fix the "
+                            f"arguments after `--` (`vocadapt {command[0]} --help` lists them)") from error
+    config = context.params.get("config_path") or context.params.get("config_option")
+    if command[0] in CONFIG_COMMANDS and config is not None:
+        from vocadapt.platform.config import load_config
+
+        path = config if Path(config).is_absolute() else working_dir / config
+        if not Path(path).is_file():
+            raise UserError(f"config {config} is not in --working-dir {working_dir}: the job reads it from there; "
+                            "give a path inside the uploaded folder")
+        load_config(path, context.params.get("set_") or ())
+
+
 def register(app: typer.Typer) -> None:
     @app.command("submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def submit_command(
@@ -76,6 +113,7 @@ def register(app: typer.Typer) -> None:
             # the caller's own mistakes first, before the cluster is contacted or anything uploaded
             command = list(context.args)
             check_command(command)
+            check_arguments(command, working_dir)
             job_environment = job_env(env)
             requirements = pinned_requirements(working_dir / "pyproject.toml") if install else None
             client = jobs.job_client(address)

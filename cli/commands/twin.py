@@ -40,6 +40,11 @@ def register(app: typer.Typer) -> None:
             if dtype not in ("bfloat16", "float16", "float32"):
                 raise UserError(f"--dtype {dtype!r}: use bfloat16, float16 or float32")
             chosen = model_family(family)
+            from vocadapt.components.input_files import refuse_output_over_inputs
+            from vocadapt.platform.assets import vocadapt_home
+
+            refuse_output_over_inputs(out, "--out", [("the fetched tokenizers (vocadapt assets --family)",
+                                                      vocadapt_home() / "families"), ("--hub-cache", hub_cache)])
             folder = build_twin(chosen.name, out, layers=layers, width=width, seed=seed, dtype=dtype)
             typer.echo(f"twin of {chosen.display} ({layers} layers, {width} width; random weights, not the real "
                        f"model): {folder}")

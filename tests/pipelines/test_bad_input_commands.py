@@ -22,6 +22,7 @@ from tests.pipelines.bad_input_world import INIT, TRAIN, World, adapt, cli, conf
 from vocadapt.cli.app import app
 
 pytestmark = pytest.mark.timeout(600)
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ def _two_tokens_on_one_id(w: World, cwd: Path) -> None:
     first, second = sorted(vocab, key=vocab.get)[100:102]
     vocab[second] = vocab[first]
     path.write_text(json.dumps(tree), encoding="utf-8")
+
+
+def _hub_cache(w: World, cwd: Path) -> None:
+    (cwd / "hub").mkdir()
 
 
 def _corpus_inside_out(w: World, cwd: Path) -> None:
@@ -254,12 +259,20 @@ CASES = [
     Case("submit --env not set", cli("submit", "--env", "VOCADAPT_TEST_UNSET_VARIABLE", "--", "adapt"),
          ("--env", "VOCADAPT_TEST_UNSET_VARIABLE=VALUE or export it")),
     Case("submit unknown command", cli("submit", "--no-install", "--", "frobnicate"), ("frobnicate", "submit --")),
+    Case("submit unknown option of the command", cli("submit", "--no-install", "--", "adapt", "--frobnicate"),
+         ("--frobnicate", "fix the arguments after `--`")),
+    Case("submit config field misspelt", cli("submit", "--no-install", "--working-dir", str(REPOSITORY), "--", "adapt",
+                                             "configs/italian-smollm2.yaml", "--set", "lapt.max_step=5"),
+         ("lapt.max_step", "max_steps")),
     Case("dashboard without a store", cli("dashboard", *NO_STORE), ("{cwd}/mlflow.db", "--tracking-uri")),
     Case("assets unknown language", cli("assets", "--lang", "zz", "--home", "{cwd}/home"), ("zz", "choose from ca cs")),
     Case("assets unknown family", cli("assets", "--family", "llama5", "--home", "{cwd}/home"),
          ("llama5", "known: llama3_1")),
     Case("twin unknown family", cli("twin", "llama5", "--out", "{cwd}/twin"), ("llama5", "known: llama3_1")),
     Case("twin unknown width", cli("twin", "llama3_1", "--width", "huge", "--out", "{cwd}/twin"), ("huge", "reduced")),
+    Case("twin --out inside its --hub-cache", cli("twin", "llama3_1", "--out", "{cwd}/hub/twin", "--hub-cache",
+                                                  "{cwd}/hub"),
+         ("--out {cwd}/hub/twin lies inside the input --hub-cache", "nothing was written"), _hub_cache),
     # damaged model folders, outputs over inputs, values out of bounds or of the wrong type (tests/bad_input generates
     # many more of each class; these rows are the README's summary)
     Case("adapt truncated safetensors", adapt(**{"source.model": "{cwd}/truncated"}),

@@ -107,7 +107,7 @@ def test_a_long_job_can_be_stopped(job_server):
 
 
 def test_a_failing_job_exits_non_zero_with_its_last_lines(job_server):
-    result = _submit(job_server, "--", "lapt", "no-such-config.yaml")
+    result = _submit(job_server, "--", "config", "no-such-config.yaml")  # `config` reads it on the cluster only
     assert result.exit_code == 1, result.output
     assert "FAILED" in result.output and "no-such-config.yaml" in result.output
 
@@ -115,6 +115,8 @@ def test_a_failing_job_exits_non_zero_with_its_last_lines(job_server):
 def test_caller_mistakes_exit_2_before_anything_is_uploaded(job_server):
     unknown = _submit(job_server, "--", "no-such-command")
     assert unknown.exit_code == 2 and "not a vocadapt command" in unknown.output
+    no_config = _submit(job_server, "--", "lapt", "no-such-config.yaml")
+    assert no_config.exit_code == 2 and "not in --working-dir" in no_config.output
     missing = CliRunner().invoke(app, ["submit", "--address", job_server, "--status", "raysubmit_nope"])
     assert missing.exit_code == 2 and "no job" in missing.output
     nobody = CliRunner().invoke(app, ["submit", "--address", f"http://127.0.0.1:{_free_port()}", "--", "config"])
