@@ -44,6 +44,8 @@ class InitProblem:
     columns: (first column, full hidden size) when ``source_matrix`` is a column block of a wider matrix (streamed
         surgery); None for a whole matrix. Only a ``columnwise`` method's random fallback rows read it
         (``_common.columnwise_gaussian_rows``), so they are the same block by block as on the whole matrix.
+    notes: where a method writes a value it chose that its options left open (OMP's ``k`` when the default adapts
+        it): the records show it among the effective options (:meth:`ConfiguredInitializer.effective_options`).
 
     A ``row_blocks`` method under streamed surgery gets a :class:`SourceRows` as ``source_matrix`` instead of a tensor
     (the rows stay on disk); it reads rows through :func:`read_source_rows`, which serves both.
@@ -59,6 +61,7 @@ class InitProblem:
     helper: Any = None
     corpus_files: list[str] = field(default_factory=list)
     columns: tuple[int, int] | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 class SourceRows(Protocol):
@@ -176,6 +179,12 @@ class ConfiguredInitializer:
     initializer: Initializer
     options: dict[str, Any]
     name: str  # as the caller asked for it (an alias stays an alias in the records)
+    notes: dict[str, Any] = field(default_factory=dict, compare=False)  # what the method chose (InitProblem.notes)
+
+    def effective_options(self) -> dict[str, Any]:
+        """Every option as the method ran with it: its defaults, the options given, and what it chose where a
+        default adapts (after it ran); what the records keep beside the options given."""
+        return {**self.initializer.options, **self.options, **self.notes}
 
     @property
     def needs_helper(self) -> bool:

@@ -143,6 +143,7 @@ def omp(problem: InitProblem, *, k: int | None = None, unseen: str = "random") -
     anchors, anchor_sources = anchors[anchor_known], overlap_sources[anchor_known]
     queries, has_vector = helper_rows(helper, problem.new_target_ids)
     atoms_per_token = effective_k(k, anchors.shape[0], anchors.shape[1])
+    problem.notes["k"] = atoms_per_token  # the records show the k used, adapted or as written
 
     def compute() -> tuple[torch.Tensor, torch.Tensor]:
         return _pursue(queries[has_vector], anchors, atoms_per_token)

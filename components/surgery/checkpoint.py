@@ -208,7 +208,13 @@ def adapt_checkpoint(
         "streamed": streamed, **(record_extra or {}),
     }
     new_names = [name for _, name in roles] + [EXTRA_HEAD_NAME.format(index=index) for index in range(extra_heads)]
-    _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, target_tokenizer, plan.rows, record,
+
+    def write_and_note(path: Path, scratch: Path) -> dict[str, float]:
+        seconds = write_new_shard(path, scratch)
+        record["effective_options"] = method.effective_options()  # once the method ran: what it chose included
+        return seconds
+
+    _write_folder(source_dir, out_dir, weight_map, new_names, write_and_note, target_tokenizer, plan.rows, record,
                   link, overwrite)
     record["seconds"] = round(time.perf_counter() - started, 3)
     return record

@@ -98,7 +98,8 @@ def adapt_embeddings(
         for field in SPECIAL_ID_FIELDS:
             setattr(generation, field, getattr(target_tokenizer, field, None))
     model.config.vocadapt_init = {
-        "method": method.name, "options": dict(method.options), "seed": seed, "tied": tied, **plan.record(),
+        "method": method.name, "options": dict(method.options), "effective_options": method.effective_options(),
+        "seed": seed, "tied": tied, **plan.record(),
         "helper": helper.record() if hasattr(helper, "record") else (None if helper is None else str(helper)),
         "seconds": {role: round(value, 3) for role, value in seconds.items()},
     }

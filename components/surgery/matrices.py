@@ -16,7 +16,7 @@ from vocadapt.components.surgery.plan import VocabularyPlan
 
 
 def _problem(source_matrix: Any, plan: VocabularyPlan, *, role: str, source_tokenizer: Any, target_tokenizer: Any,
-             seed: int = 0, helper: Any = None, corpus_files=(), columns=None) -> InitProblem:
+             seed: int = 0, helper: Any = None, corpus_files=(), columns=None, notes=None) -> InitProblem:
     # the matrix as it is (bf16 at 8B scale): each method reads the rows it needs as float32 (InitProblem)
     return InitProblem(
         source_matrix=source_matrix,
@@ -29,6 +29,7 @@ def _problem(source_matrix: Any, plan: VocabularyPlan, *, role: str, source_toke
         helper=helper,
         corpus_files=[str(file) for file in corpus_files],
         columns=columns,
+        notes={} if notes is None else notes,
     )
 
 
@@ -62,7 +63,7 @@ def initialise_rows(
     """
     problem = _problem(source_matrix, plan, role=role, source_tokenizer=source_tokenizer,
                        target_tokenizer=target_tokenizer, seed=seed, helper=helper, corpus_files=corpus_files,
-                       columns=columns)
+                       columns=columns, notes=method.notes)
     return _check(method(problem), method, role, (len(plan.new_target_ids), source_matrix.shape[1]))
 
 
@@ -75,7 +76,7 @@ def initialise_row_blocks(
     :func:`initialise_rows` but ``columns``; the problem is the one it builds, so the blocks concatenate to its rows
     byte for byte."""
     role = problem["role"]
-    built = _problem(source_rows, plan, **problem)
+    built = _problem(source_rows, plan, notes=method.notes, **problem)
     hidden, done = source_rows.shape[1], 0
     for block in method.blocks(built):
         yield _check(block, method, role, (block.shape[0], hidden))

@@ -163,6 +163,15 @@ def test_cli_init_omp_with_a_vectors_file(tmp_path, source_tokenizer, target_tok
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "out" / "vocadapt_init.json").read_text())
     assert record["options"] == {"k": 4} and "omp" in json.dumps(record) and "helper.vec" in json.dumps(record)
+    assert record["effective_options"] == {"k": 4, "unseen": "random"}  # the defaults are recorded too
+    adapted = CliRunner().invoke(app, [
+        "init", "--source-model", str(tmp_path / "source"), "--target-tokenizer", str(tmp_path / "target"),
+        "--out", str(tmp_path / "default-k"), "--method", "omp", "--helper", f"vectors:{tmp_path / 'helper.vec'}",
+    ])
+    assert adapted.exit_code == 0, adapted.output
+    record = json.loads((tmp_path / "default-k" / "vocadapt_init.json").read_text())
+    assert record["options"] == {}  # k left to adapt: the record shows the k the pursuit used
+    assert isinstance(record["effective_options"]["k"], int) and record["effective_options"]["k"] >= 1
 
 
 def test_a_sweep_over_omp_resolves_each_trial_and_refuses_it_without_a_helper_before_any_trial(tmp_path):
