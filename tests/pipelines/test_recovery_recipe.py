@@ -23,7 +23,7 @@ CPU_SMOKE = {"lapt.use_gpu": "false", "lapt.deepspeed.enabled": "false", "lapt.c
              "lapt.warmup_steps": "0", "lapt.eval_every": "0", "lapt.eval_max_length": "64",
              "lapt.checkpoint_every": "0", "lapt.cpus_per_worker": "1", "tokenizer.expand_top_k": "40",
              "evaluation.max_documents": "16", "evaluation.max_length": "64", "evaluation.batch_size": "8",
-             "evaluation.side_by_side_items": "6", "evaluation.max_new_tokens": "8", "lapt.head_fit_tokens": "64"}
+             "evaluation.side_by_side_items": "6", "evaluation.max_new_tokens": "8", "lapt.head_fit_tokens": "512"}
 
 
 def test_gpu_recipe_runs_on_the_cpu_at_toy_size(tmp_path, fixture_corpora, monkeypatch):
@@ -55,6 +55,14 @@ def test_gpu_recipe_runs_on_the_cpu_at_toy_size(tmp_path, fixture_corpora, monke
     assert recipe["lapt"]["head_fit_after"] is True  # then the new head rows were fitted, once
     fitted = client.get_metric_history(child.info.run_id, "lapt_head_fit_loss_after")
     assert 3 in {point.step for point in fitted}  # one step past LAPT's two (an entry at step 0 is logged too)
+    fit = {name: value for name, value in child.data.metrics.items() if name.startswith("lapt_head_fit_")}
+    # the fit really fitted: rows of the expansion, positions whose target is a new token, updates taken, and the
+    # rows it kept no worse held out than the rows it was given
+    assert fit["lapt_head_fit_rows"] > 0 and fit["lapt_head_fit_new_targets"] > 0, fit
+    assert fit["lapt_head_fit_updates"] >= 1 and fit["lapt_head_fit_positions"] > 0, fit
+    assert fit["lapt_head_fit_loss_after"] < fit["lapt_head_fit_loss_before"], fit
+    if "lapt_head_fit_validation_loss_after" in fit:
+        assert fit["lapt_head_fit_validation_loss_after"] <= fit["lapt_head_fit_validation_loss_before"], fit
     for key in ("benchmark.side_by_side_cloze_it.acc_bytes", "generation.tokens_per_character",
                 "generation.percent_generated_new"):
         assert key in child.data.metrics, key
