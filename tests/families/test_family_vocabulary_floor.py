@@ -16,7 +16,8 @@ def test_preflight_refuses_a_vocabulary_below_what_gemma3_carries(vocab_size, re
     from vocadapt.pipelines.preflight import check_target_vocab_size
 
     config = load_config(Path(__file__).parents[2] / "configs" / "italian-smollm2-expand.yaml",
-                         [f"tokenizer.vocab_size={vocab_size}", "tokenizer.kind=bytelevel-bpe"])
+                         [f"tokenizer.vocab_size={vocab_size}", "tokenizer.kind=bytelevel-bpe",
+                          "tokenizer.expand_top_k=1000"])  # at most the target vocabulary (never capped)
     gemma3 = load_family_tokenizer("gemma3")
     if not refused:
         check_target_vocab_size(config, gemma3)
