@@ -110,6 +110,21 @@ def _wait_for(driver, texts: list[str], timeout_s: float = 120) -> None:
         raise AssertionError(f"the page never showed {missing}") from error
 
 
+def _choose_view(driver, view: str, timeout_s: float = 120) -> None:
+    """Click the sidebar's radio option ``view`` once Streamlit has drawn it (the main area can be drawn first, and
+    on a busy machine the sidebar's widgets come seconds later)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    option = (By.XPATH, f"//label[.//p[normalize-space(text())='{view}']]")
+    try:
+        WebDriverWait(driver, timeout_s, poll_frequency=0.5).until(expected_conditions.element_to_be_clickable(option))
+    except Exception as error:  # noqa: BLE001 - name what is missing
+        raise AssertionError(f"the sidebar never offered the view {view!r}") from error
+    driver.find_element(*option).click()
+
+
 TABLES_SCRIPT = """return Array.from(document.querySelectorAll('table')).map(table =>
     Array.from(table.querySelectorAll('tr')).map(row =>
         Array.from(row.querySelectorAll('th, td')).map(cell => cell.innerText.trim())));"""
@@ -203,12 +218,10 @@ def test_every_figure_of_the_adapt_run_beside_the_source_models(store, dashboard
 
 
 def test_promotion_view_shows_every_gate_and_the_alias_history(store, dashboard, browser):
-    from selenium.webdriver.common.by import By
-
     client, _, _, _, _, name, version = store
     browser.get(dashboard)
     _wait_for(browser, ["Side by side with the source model"])
-    browser.find_element(By.XPATH, "//label[.//p[text()='Promotion']]").click()
+    _choose_view(browser, "Promotion")
     _wait_for(browser, [f"{name} version {version}: gates against the source model", "alias history"])
     metrics, results = expected_gates(client, name, version)
     rows = {row["gate"]: row for row in _table_with(browser, "gate", "verdict")}
@@ -242,7 +255,7 @@ def test_family_fertility_view_draws_its_matrix(store, dashboard, browser):
         pytest.skip("no family fertility matrix committed or measured here")
     browser.get(dashboard)
     _wait_for(browser, ["Side by side with the source model"])
-    browser.find_element(By.XPATH, "//label[.//p[text()='Family fertility']]").click()
+    _choose_view(browser, "Family fertility")
     _wait_for(browser, ["Fertility matrix", "Published figures beside the measured ones"])
     from selenium.webdriver.support.ui import WebDriverWait
 

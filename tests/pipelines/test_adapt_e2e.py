@@ -51,7 +51,8 @@ def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
     import mlflow
 
     url, report, tmp_path = http_adapt
-    client = mlflow.tracking.MlflowClient(url)
+    # this server's registry, whatever registry URI an earlier test left set in this process
+    client = mlflow.tracking.MlflowClient(url, registry_uri=url)
     experiment = client.get_experiment_by_name("tiny-e2e")
     runs = client.search_runs([experiment.experiment_id])
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
@@ -95,8 +96,13 @@ def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
     for key in ("vocadapt.source_model", "vocadapt.tokenizer_sha256", "vocadapt.corpus_sha256",
                 "vocadapt.git_commit", "vocadapt.config"):
         assert tags.get(key), key
-    local = mlflow.artifacts.download_artifacts(f"models:/{name}@candidate", dst_path=str(tmp_path / "dl"),
-                                                tracking_uri=url)
+    earlier_registry = mlflow.get_registry_uri()
+    mlflow.set_registry_uri(url)  # models:/ resolves through the process's registry URI
+    try:
+        local = mlflow.artifacts.download_artifacts(f"models:/{name}@candidate", dst_path=str(tmp_path / "dl"),
+                                                    tracking_uri=url)
+    finally:
+        mlflow.set_registry_uri(earlier_registry)
     assert (Path(local) / "MLmodel").is_file()  # an MLflow model, carrying the checkpoint
     assert list(checkpoint_dir(Path(local)).glob("*.safetensors"))
     assert not list(Path(local).rglob("*.bin")) and not list(Path(local).rglob("*.pkl"))
@@ -114,7 +120,7 @@ def test_adapt_logs_energy_per_stage_and_the_parent_sums_them(http_adapt):
     import mlflow
 
     url, _, tmp_path = http_adapt
-    client = mlflow.tracking.MlflowClient(url)
+    client = mlflow.tracking.MlflowClient(url, registry_uri=url)
     runs = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]

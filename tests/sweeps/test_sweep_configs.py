@@ -117,7 +117,7 @@ def test_param_space_maps_each_kind_to_a_tune_sampler(tmp_path):
 def test_every_dimension_the_papers_vary_is_sweepable(tmp_path):
     sweep = load_sweep_config(_write(tmp_path, (
         "base: base.yaml\nsearch_space:\n  init.methods: {grid: [random, fvt]}\n"
-        "  tokenizer.vocab_size: {grid: [1024, 4096]}\n  init.mode: {grid: [replace, expand]}\n"
+        "  tokenizer.vocab_size: {grid: [8192, 16384]}\n  init.mode: {grid: [replace, expand]}\n"
         "  lapt.strategy: {choice: [full, lora]}\n  lapt.learning_rate: {loguniform: [1.0e-5, 1.0e-3]}\n"
         "  tokenizer.expand_top_k: {grid: [50, 5000]}\n"  # k new tokens ('0.01GB' §7.4)
         "  lapt.objective: {grid: [clm, clm+distill]}\n")))  # recovery by distillation from the source model
