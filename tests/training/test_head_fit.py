@@ -216,9 +216,9 @@ def test_a_bf16_fit_gives_hidden_states_close_to_float32_and_the_same_fit(tokeni
     seen = []
     original = head_fit._hidden_states
 
-    def spy(model, batches, bf16=False):
+    def spy(model, batches, bf16=False, progress=None):
         seen.append(bf16)
-        return original(model, batches, bf16)
+        return original(model, batches, bf16, progress)
 
     vocabulary = len(tokenizer)
     lm = make_model(vocabulary, tie=True)
