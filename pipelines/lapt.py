@@ -46,7 +46,7 @@ class LaptRequest:
 
     def run(self, tracking_uri: str | None, mlflow_run_id: str | None) -> LaptRunResult:
         """Train on Ray Train, the driver logging to ``mlflow_run_id``; the teacher of a 'distill' objective is
-        ``lapt.teacher`` or the source model (:func:`check_teacher`, the one place that decides it)."""
+        ``lapt.teacher`` or the source model, decided and checked once, in Ray's plan (:func:`check_teacher`)."""
         from vocadapt.platform.ray_train import run_lapt_on_ray
 
         config = self.config
@@ -58,7 +58,7 @@ class LaptRequest:
             storage_path=config.lapt.storage_path or (self.workdir / "ray").resolve(),
             tracking_uri=tracking_uri, mlflow_run_id=mlflow_run_id,
             energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
-            teacher_dir=check_teacher(config.lapt, self.inputs.source_model),
+            teacher_dir=self.inputs.source_model,  # the default teacher; Ray's plan decides (check_teacher)
         )
 
 
