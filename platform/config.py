@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from vocadapt.components.merging.elchat import MergeSettings
 from vocadapt.components.typed_settings import unknown_field_message, validation_problems
@@ -41,22 +41,85 @@ class SourceSection(_Section):
 
 
 class TargetSection(_Section):
-    language: str = Field(
-        ..., min_length=2, description="ISO 639-1 code of the target language (fastText lid.176 label): it, hi, ja..."
+    """One target language (``language``) or several in one model (``languages``); give one of the two. Once
+    validated, ``languages`` always lists every target language and ``language`` is the first of them (the primary
+    language: the output folder's and the registered model's name, and what single-language steps read)."""
+
+    language: str | None = Field(
+        None, min_length=2, description="ISO 639-1 code of the target language (fastText lid.176 label): it, hi, "
+        "ja... The one-language form of languages (language: it means languages: [it]); give one of the two.",
+    )
+    languages: list[str] | None = Field(
+        None, min_length=1, description="Several target languages adapted into one model, e.g. [it, de, ru]: "
+        "expansion splits tokenizer.expand_top_k across them (tokenizer.budget_rule), replacement trains one "
+        "tokenizer on their balanced mix, LAPT mixes every language with the source language, and fertility and "
+        "bits per byte are reported per language. The first is the primary language. Give this or language.",
     )
     source_language: str = Field("en", description="Language of the source model, kept as the forgetting check.")
 
     @field_validator("language", "source_language")
     @classmethod
-    def _checkable(cls, language: str) -> str:
+    def _checkable(cls, language: str | None) -> str | None:
         """A code fastText's lid.176 labels (after dropping a region: pt-br -> pt), or no corpus could be checked."""
-        from vocadapt.components.language_id import LID_LABELS, fasttext_label
+        return None if language is None else _checkable_language(language)
 
-        if fasttext_label(language) not in LID_LABELS:
-            close = difflib.get_close_matches(language.lower(), sorted(LID_LABELS), n=3)
-            raise ValueError(f"{language!r} is not a language code vocadapt can check corpora in; give an ISO 639 "
-                             f"code of fastText's lid.176 ({', '.join(close) or 'it, hi, ja, de...'})")
-        return language
+    @field_validator("languages")
+    @classmethod
+    def _checkable_list(cls, languages: list[str] | None) -> list[str] | None:
+        if languages is None:
+            return None
+        for language in languages:
+            _checkable_language(language)
+        twice = sorted({language for language in languages if languages.count(language) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice in target.languages {languages}; list each language "
+                             "once")
+        return languages
+
+    @model_validator(mode="after")
+    def _one_form(self) -> TargetSection:
+        if self.language is not None and self.languages is not None:
+            raise ValueError(f"both target.language ({self.language!r}) and target.languages ({self.languages}) are "
+                             f"given; give one: target.languages: {_union(self.language, self.languages)} for "
+                             "several languages, or target.language alone for one")
+        if self.language is None and self.languages is None:
+            raise ValueError("no target language: give target.language (one ISO 639-1 code, e.g. it) or "
+                             "target.languages (a list, e.g. [it, de, ru])")
+        languages = self.languages or [self.language]
+        if self.languages is not None and self.source_language in languages:
+            raise ValueError(f"target.source_language {self.source_language!r} is also a target language "
+                             f"({languages}); the source language is kept, not adapted to: drop it from the list")
+        object.__setattr__(self, "languages", list(languages))
+        object.__setattr__(self, "language", languages[0])
+        return self
+
+    @property
+    def multilingual(self) -> bool:
+        """Several target languages."""
+        return len(self.languages or ()) > 1
+
+    @model_serializer(mode="wrap")
+    def _one_form_out(self, handler):
+        """Dumped in the one form it was validated from, so a dumped config validates again: ``language`` for one
+        language, ``languages`` for several."""
+        dumped = handler(self)
+        if isinstance(dumped, dict):
+            dumped.pop("languages" if not self.multilingual else "language", None)
+        return dumped
+
+
+def _checkable_language(language: str) -> str:
+    from vocadapt.components.language_id import LID_LABELS, fasttext_label
+
+    if fasttext_label(language) not in LID_LABELS:
+        close = difflib.get_close_matches(language.lower(), sorted(LID_LABELS), n=3)
+        raise ValueError(f"{language!r} is not a language code vocadapt can check corpora in; give an ISO 639 "
+                         f"code of fastText's lid.176 ({', '.join(close) or 'it, hi, ja, de...'})")
+    return language
+
+
+def _union(language: str, languages: list[str]) -> list[str]:
+    return [language, *(other for other in languages if other != language)]
 
 
 class CorpusSection(_Section):
@@ -156,6 +219,14 @@ class EvaluationSection(_Section):
         "have nothing to read)."
     )
     max_new_tokens: int = Field(48, ge=1, description="Longest greedy generation of the side-by-side benchmark.")
+    equal_content_characters: int = Field(
+        400, ge=0, description="Characters of held-out target-language text that the source model and every "
+        "method's final model decode token by token with their KV cache, teacher-forced, batch 1, in turn: the "
+        "generation speed-up at equal content (generation.equal_content_speed_up, beside the token ratio "
+        "generation.equal_content_token_ratio), which free-running generation cannot give because each model "
+        "writes its own text. 0: skip it."
+    )
+    equal_content_repeats: int = Field(3, ge=1, description="Turns of the equal-content timing; the median counts.")
     out_of_domain: bool = Field(
         True, description="Also score bits per byte on out-of-domain text that no model trains on (Debian's "
         "fortunes, downloaded once; Italian and English): a held-out split of the training corpora flatters an "
