@@ -7,14 +7,19 @@ text takes now. :func:`rank_candidates` orders the candidates of every language 
 expansion must skip (it would change protected English text, or join digits) is replaced by the next one in the list
 and the k ids are always spent. Two rules:
 
-- ``gain`` (the default): greedy by marginal gain. A candidate's gain in one language is the source tokens it
-  saves there, ``count x (source_pieces - 1)``, divided by that language's corpus word count: the drop in that
-  language's tokens per word (fertility) if the token is added, so a large corpus does not outweigh a small one.
-  A token that several languages share (a name, a number-free Latin word) sums its gains over them and is
-  listed once. Candidates are taken in decreasing gain, so every one of the k ids goes to the token that lowers the
-  sum of the languages' fertilities most; a language whose text the source already splits well gets fewer.
-  The saving is an estimate made before any token is added: a token that contains another chosen one saves
-  less than estimated once both are in (the expansion itself is exact; only the order is estimated).
+- ``gain`` (the default): greedy by marginal gain per id spent. A candidate's saving in one language is the
+  source tokens it saves there, ``count x (source_pieces - 1)``, divided by that language's corpus word count:
+  the drop in that language's tokens per word (fertility) if the token is added, so a large corpus does not
+  outweigh a small one. A token that several languages share (a name, a Latin-script word two languages use)
+  sums its savings over them and is listed once. Its cost is the ids it takes: itself and the intermediate
+  tokens its merges need (``costs``; 1 where not given). A token of a script the source barely knows
+  (Cyrillic in SmolLM2) saves many tokens but needs several intermediates first; dividing by the cost keeps it
+  from taking ids that would lower the other languages' fertility more. Candidates are taken in decreasing
+  saving per id, so each id goes where it lowers the sum of the languages' fertilities most.
+  Both numbers are estimates made before the expansion (a token containing another chosen one saves less once
+  both are in; intermediates are shared between tokens): the expansion itself is exact, only the order is
+  estimated. ``multilingual.expand_for_languages`` measures the costs with one expansion along the saving order.
+- ``saving``: the same without the cost (every token counted as one id).
 - ``even``: an even split. Languages take turns, each its next most frequent candidate not taken yet (the
   per-language order of ``expand_with_top_k``), so each of n languages gets k/n of the ids (the first languages
   listed one more where k is not a multiple of n).
@@ -33,8 +38,8 @@ import numpy as np
 from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers.canonical import CanonicalToken
 
-BUDGET_RULES = ("gain", "even")
-BudgetRule = Literal["gain", "even"]
+BUDGET_RULES = ("gain", "saving", "even")
+BudgetRule = Literal["gain", "saving", "even"]
 
 
 @dataclass(frozen=True)
@@ -72,10 +77,12 @@ class RankedCandidate:
     gains: tuple[tuple[str, float], ...]
 
 
-def rank_candidates(languages: Sequence[LanguageCandidates], rule: BudgetRule = "gain") -> list[RankedCandidate]:
-    """Every language's candidates in one order, each token once (see the module's docstring for the rules)."""
+def rank_candidates(languages: Sequence[LanguageCandidates], rule: BudgetRule = "gain",
+                    costs: Mapping[CanonicalToken, int] | None = None) -> list[RankedCandidate]:
+    """Every language's candidates in one order, each token once (see the module's docstring for the rules).
+    ``costs``: ids each token takes with its intermediates (rule ``gain``; 1 where not given)."""
     if rule not in BUDGET_RULES:
-        raise UserError(f"budget rule {rule!r} is not one of {', '.join(BUDGET_RULES)}; use gain or even")
+        raise UserError(f"budget rule {rule!r} is not one of {', '.join(BUDGET_RULES)}; use one of those")
     if not languages:
         raise UserError("no languages to split a token budget across; give at least one language's candidates")
     names = [entry.language for entry in languages]
@@ -95,9 +102,10 @@ def rank_candidates(languages: Sequence[LanguageCandidates], rule: BudgetRule = 
         best = max(per_language, key=lambda language: (per_language[language], -names.index(language)))
         return RankedCandidate(token, sum(per_language.values()), best, tuple(per_language.items()))
 
-    if rule == "gain":
+    if rule in ("gain", "saving"):
         first_seen = {token: position for position, token in enumerate(gains)}  # ties: the order given
-        order = sorted(gains, key=lambda token: (-sum(gains[token].values()), first_seen[token]))
+        cost = (lambda token: max(int((costs or {}).get(token, 1)), 1)) if rule == "gain" else (lambda token: 1)
+        order = sorted(gains, key=lambda token: (-sum(gains[token].values()) / cost(token), first_seen[token]))
         return [ranked(token) for token in order]
     order: list[tuple[CanonicalToken, str]] = []  # an even split counts a token for the language whose turn took it
     taken: set[CanonicalToken] = set()

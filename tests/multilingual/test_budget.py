@@ -86,3 +86,12 @@ def test_balanced_mix_gives_every_language_the_same_share():
     assert sum(line.startswith("ru") for line in capped) == 4 and len(capped) == 8
     with pytest.raises(UserError, match="no text for ru"):
         balanced_mix({"it": ["a"], "ru": [" "]})
+
+
+def test_gain_divides_each_saving_by_the_ids_the_token_takes():
+    # 'который' saves most, but needs 7 ids with its intermediates: 0.4 / 7 per id, below 'это' (0.3 / 1)
+    costs = {_token("который"): 7, _token("это"): 1}
+    ranked = rank_candidates([ITALIAN, RUSSIAN], "gain", costs)
+    assert [c.token.data.decode() for c in ranked[:3]] == ["это", "только", "который"]
+    assert [c.token.data.decode() for c in rank_candidates([ITALIAN, RUSSIAN], "saving", costs)][:2] == [
+        "который", "это"]
