@@ -23,7 +23,8 @@ from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summ
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.pipelines.preflight import check_corpora, corpus_expectations, preflight, resolve_methods  # noqa: F401
 from vocadapt.pipelines.vocabulary_steps import (
-    build_helper, held_out_bits_per_byte, initialise_method, measure_stage, train_target_tokenizer,
+    build_helper, further_held_out, held_out_bits_per_byte, initialise_method, language_streams, measure_stage,
+    train_target_tokenizer,
 )
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, log_energy
 from vocadapt.platform.sources import ResolvedInputs, read_documents
@@ -47,8 +48,12 @@ class MethodOutcome:
     gate_items: dict[str, Any] = field(default_factory=dict)  # their per-item parts (the run's gates/items.json)
 
     def score(self) -> float:
-        """Lower is better: target bits per byte after LAPT when it ran, else zero-shot."""
-        return self.bits_per_byte.get("target_after_lapt", self.bits_per_byte["target_zero_shot"])
+        """Lower is better: target bits per byte after LAPT when it ran, else zero-shot (with several target
+        languages, the mean over their ``target*`` streams)."""
+        stage = "after_lapt" if "target_after_lapt" in self.bits_per_byte else "zero_shot"
+        values = [value for key, value in self.bits_per_byte.items()
+                  if key.startswith("target") and key.endswith(f"_{stage}")]
+        return sum(values) / len(values)
 
 
 @dataclass
@@ -154,7 +159,7 @@ def _run(
         held_out = {
             "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
             "source": read_documents(inputs.source_validation, config.evaluation.max_documents),
-        }
+        } | further_held_out(config, inputs)  # target_<code>: target.languages after the first
         source_tokenizer = load_source_tokenizer(config, inputs.source_model)
 
         console.rule("[bold]2. target tokenizer")
@@ -259,13 +264,16 @@ def _warn_if_vocabulary_short(config, inputs, change, tracker: Tracker, run_id: 
 
 def _expansion_summary(expansion, inputs) -> dict[str, Any]:
     """What the expansion added and skipped, and which source-language word list it protected."""
-    return {
+    summary = {
         "source_vocab_size": expansion.source_vocab_size,
         "new_tokens": len(expansion.new_token_ids),
         "intermediate_tokens": len(expansion.intermediate_token_ids),
         "skipped": expansion.skipped,
         "protected_lexicon": inputs.source_lexicon.name if inputs.source_lexicon else None,
     }
+    if hasattr(expansion, "planned"):  # several target languages: how the budget was split
+        summary["budget"] = {"rule": expansion.rule, "planned": expansion.planned, "added": expansion.added}
+    return summary
 
 
 def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str, dict[str, Any]]:
@@ -273,18 +281,18 @@ def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str
     word only where the script delimits words), with parity against the English side of aligned paragraphs."""
     from vocadapt.components.tokenizers.language_fertility import language_fertility_report
 
-    language, english = config.target.language, config.target.source_language
+    english = config.target.source_language
     table = {}
     for name, tokenizer in (("source", source_tokenizer), ("target", change.tokenizer)):
-        for stream, lang in (("target", language), ("source", english)):
+        for stream, lang in language_streams(config):
             report = language_fertility_report(
                 tokenizer, held_out[stream], language=lang, name=f"{name}_tokenizer",
                 new_token_ids=change.new_token_ids if name == "target" else None,
             )
             table[f"{name}_tokenizer.{lang}"] = _as_dict(report)
-        if parallel:
+        for language, pairs in (parallel or {}).items():
             aligned = language_fertility_report(
-                tokenizer, parallel[language], language=language, reference_documents=parallel[english],
+                tokenizer, pairs[language], language=language, reference_documents=pairs[english],
                 reference_tokenizer=source_tokenizer, reference_language=english,
             )
             table[f"{name}_tokenizer.{language}"]["parity"] = aligned.parity
@@ -297,16 +305,20 @@ def _as_dict(report) -> dict[str, Any]:
     return asdict(report)
 
 
-def _parallel_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, list[str]] | None:
-    """Aligned held-out paragraphs {target: [...], source: [...]} from the embedded default, for parity."""
+def _parallel_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, dict[str, list[str]]] | None:
+    """Aligned held-out paragraphs per target language, {it: {it: [...], en: [...]}}, from the embedded default,
+    for parity."""
     if not inputs.embedded or config.corpus.train != "embedded":
         return None
     from vocadapt.platform.assets import load_assets
 
-    language, english = config.target.language, config.target.source_language
-    path = load_assets(languages=(language,)).parallel(language, "validation")
-    pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[: config.evaluation.max_documents]]
-    return {language: [p[language] for p in pairs], english: [p[english] for p in pairs]}
+    english, assets = config.target.source_language, load_assets(languages=config.target.languages)
+    parallel = {}
+    for language in config.target.languages:
+        path = assets.parallel(language, "validation")
+        pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[: config.evaluation.max_documents]]
+        parallel[language] = {language: [p[language] for p in pairs], english: [p[english] for p in pairs]}
+    return parallel
 
 
 def _flatten_fertility(fertility: dict[str, dict[str, float]]) -> dict[str, float]:
@@ -383,15 +395,23 @@ def _adapt_one_method(
         from vocadapt.pipelines.merge_step import merge_into_chat_model
 
         merge_into_chat_model(config, outcome, inputs.source_model, held_out, tracker, run_id, console, account)
-    if side_by_side is not None:
+    if side_by_side is not None or config.evaluation.equal_content_characters:
+        from vocadapt.platform.model_loading import load_model
+
+        final_model, final_tokenizer = load_model(Path(outcome.model_dir), what="adapted model")
         with measure_stage(config, "evaluation") as reading:
-            outcome.side_by_side = _score_side_by_side(outcome.model_dir, source_tokenizer, side_by_side,
-                                                       outcome.gate_items)
+            if side_by_side is not None:
+                outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, source_tokenizer,
+                                                           side_by_side, outcome.gate_items)
+            outcome.side_by_side |= _equal_content_speed_up(config, (final_model, final_tokenizer),
+                                                            (source_model, source_tokenizer), held_out["target"])
         account(reading)
+        del final_model
         tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
         from vocadapt.platform.gate_items import log_gate_items
 
-        log_gate_items(tracker, run_id, outcome.gate_items)
+        if side_by_side is not None:
+            log_gate_items(tracker, run_id, outcome.gate_items)
     log_energy(tracker, run_id, method_energy)
     console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
     return outcome
@@ -416,16 +436,32 @@ def _score_source_side_by_side(config, items, source_model, source_tokenizer, tr
     return scores
 
 
-def _score_side_by_side(model_dir: Path, source_tokenizer, items, item_parts=None) -> dict[str, float]:
+def _score_side_by_side(model, tokenizer, source_tokenizer, items, item_parts=None) -> dict[str, float]:
     """A method's final model on the side-by-side benchmark (per-item parts into ``item_parts``); %Gen counts the
     tokens the source vocabulary lacks."""
     from vocadapt.components.tokenizers.overlap import new_token_ids
     from vocadapt.pipelines.side_by_side import score_model
-    from vocadapt.platform.model_loading import load_model
 
-    model, tokenizer = load_model(Path(model_dir), what="adapted model")
     return score_model(model, tokenizer, items, new_token_ids=new_token_ids(source_tokenizer, tokenizer),
                        source_tokenizer=source_tokenizer, item_parts=item_parts)
+
+
+def _equal_content_speed_up(config, adapted, source, documents: list[str]) -> dict[str, float]:
+    """The adapted model's decoding speed-up over the source model on the same held-out target-language text
+    (``components/evaluation/decode_timing.py``): ``generation.equal_content_speed_up`` (source seconds over
+    adapted seconds) and ``generation.equal_content_token_ratio`` (source tokens over adapted tokens); {} when
+    ``evaluation.equal_content_characters`` is 0 or there is no held-out text."""
+    from vocadapt.components.evaluation.decode_timing import equal_content_speed_up, equal_content_timing
+
+    characters = config.evaluation.equal_content_characters
+    text = " ".join(line.strip() for line in documents if line.strip())[:characters]
+    if not characters or not text:
+        return {}
+    timing = equal_content_timing({"source": source, "adapted": adapted}, text,
+                                  repeats=config.evaluation.equal_content_repeats)
+    ratios = equal_content_speed_up(timing["adapted"], timing["source"])
+    return {"generation.equal_content_speed_up": ratios["speed_up"],
+            "generation.equal_content_token_ratio": ratios["token_ratio"]}
 
 
 def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:

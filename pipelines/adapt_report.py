@@ -83,6 +83,7 @@ SIDE_BY_SIDE_COLUMNS = (
     ("generation.tokens_per_character", "tok/char", 3),
     ("generation.percent_generated_new", "%Gen", 1),
     ("generation.same_text_token_saving", "saved", 3),
+    ("generation.equal_content_speed_up", "speed-up", 2),
     ("bpb_ood_target", "{lang} OOD", 3),
     ("bpb_ood_source", "{english} OOD", 3),
 )
@@ -100,8 +101,8 @@ def print_side_by_side(result: AdaptResult, config: ExperimentConfig, console: C
     table = Table(title=f"Side by side, {config.evaluation.side_by_side_items} items",
                   caption=f"cloze: {names['lang']} acc_bytes; chrF: {names['english']}->{names['lang']}; tok/char and "
                   f"%Gen: of the {names['lang']} text each model generates; saved: tokens it saved on that same text against the "
-                  f"source tokenizer; OOD: bits per byte on out-of-domain text "
-                  "(Debian fortunes)")
+                  f"source tokenizer; speed-up: decoding the same held-out {names['lang']} text, source time over the "
+                  "model's; OOD: bits per byte on out-of-domain text (Debian fortunes)")
     table.add_column("model", no_wrap=True)
     for _, title, _ in columns:
         table.add_column(title, justify="right")

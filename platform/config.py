@@ -122,6 +122,12 @@ def _union(language: str, languages: list[str]) -> list[str]:
     return [language, *(other for other in languages if other != language)]
 
 
+class LanguageCorpus(_Section):
+    train: list[str] = Field(..., min_length=1, description="Training text files of this language (one "
+                             "document per line).")
+    validation: list[str] = Field(..., min_length=1, description="Held-out files of this language.")
+
+
 class CorpusSection(_Section):
     train: list[str] | Literal["embedded"] = Field(
         EMBEDDED_CORPUS,
@@ -129,6 +135,11 @@ class CorpusSection(_Section):
         "corpora built by `vocadapt assets`.",
     )
     validation: list[str] | None = Field(None, description="Held-out target-language files (embedded: automatic).")
+    languages: dict[str, LanguageCorpus] = Field(
+        default_factory=dict, description="With target.languages and corpus files: the files of each language "
+        "after the first, {de: {train: [...], validation: [...]}} (train and validation are the first's). "
+        "Unused with corpus.train: embedded.",
+    )
     source_language_train: list[str] | None = Field(None, description="Source-language training files for mixing.")
     source_language_validation: list[str] | None = Field(None, description="Held-out source-language files.")
     min_language_share: float = Field(
@@ -171,6 +182,12 @@ class TokenizerSection(_Section):
     trim_size: int | None = Field(
         None, ge=1, description="With init.mode=trim: keep the most frequent tokens, with the bytes, specials and "
         "the pieces they are built from, up to this many in all (instead of trim_min_count)."
+    )
+    budget_rule: Literal["gain", "saving", "even"] = Field(
+        "gain", description="With target.languages and init.mode=expand: how expand_top_k new tokens are split "
+        "across the languages (components/tokenizers/budget.py). 'gain': in decreasing tokens saved per word of "
+        "each language's corpus per id the token takes with its intermediates; 'saving': the same, every token "
+        "counted as one id; 'even': languages take turns, k/n tokens each.",
     )
     protect_lines: int = Field(
         20000, ge=0, description="With init.mode=expand: source-language training lines whose tokenization must "
@@ -314,6 +331,48 @@ class ExperimentConfig(_Section):
             raise ValueError(f"tokenizer.expand_top_k {top_k:,} is more than the {self.tokenizer.vocab_size:,} tokens "
                              "of the target tokenizer it picks from (tokenizer.vocab_size); it is used as written, "
                              "never capped: lower it or raise tokenizer.vocab_size")
+        return self
+
+    @model_validator(mode="after")
+    def _several_languages(self) -> ExperimentConfig:
+        """Several target languages read the embedded corpora (one file list cannot say which language is which),
+        train their own tokenizers, and LAPT mixes one stream per language: ``lapt.mixing``'s ``target`` share is
+        split evenly over them unless it names a ``target_<code>`` stream for each further language."""
+        from vocadapt.components.training.settings import language_stream
+
+        languages = self.target.languages or []
+        further = [language_stream(language, languages[0]) for language in languages[1:]]
+        if self.corpus.languages and (self.corpus.train == "embedded" or not self.target.multilingual):
+            raise ValueError(f"corpus.languages gives files for {sorted(self.corpus.languages)}, which only a run "
+                             "with several target.languages and corpus files reads: drop corpus.languages, or list "
+                             "those languages in target.languages and give corpus.train files")
+        named = [stream for stream in self.lapt.mixing if stream.startswith("target_")]
+        strays = sorted(set(named) - set(further))
+        if strays:
+            raise ValueError(f"lapt.mixing names {', '.join(strays)}, which is not a further language of "
+                             f"target.languages {languages}: name target_<code> streams only for the languages "
+                             "after the first (the first is 'target')")
+        if not self.target.multilingual:
+            return self
+        if self.corpus.train != "embedded" and set(self.corpus.languages) != set(languages[1:]):
+            raise ValueError(f"corpus.languages lists {sorted(self.corpus.languages) or 'no language'}, and the "
+                             f"languages after the first of target.languages {languages} are {languages[1:]}: give "
+                             "each of those its files, corpus.languages.<code>: {train: [...], validation: [...]} "
+                             "(corpus.train and corpus.validation are the first language's), or use corpus.train: "
+                             "embedded")
+        if self.tokenizer.pretrained:
+            raise ValueError("tokenizer.pretrained is one language's tokenizer, and target.languages lists "
+                             f"{languages}: leave tokenizer.pretrained unset (a tokenizer is trained per language "
+                             "for expansion, one on their balanced mix for replacement)")
+        if named and set(named) != set(further):
+            missing = sorted(set(further) - set(named))
+            raise ValueError(f"lapt.mixing gives shares to {', '.join(named)} but not to {', '.join(missing)}: give "
+                             "every further language its target_<code> share, or none (the target share is then "
+                             "split evenly)")
+        if not named and "target" in self.lapt.mixing:
+            share = self.lapt.mixing["target"] / len(languages)
+            mixing = {stream: value for stream, value in self.lapt.mixing.items() if stream != "target"}
+            self.lapt.mixing = {"target": share, **{stream: share for stream in further}, **mixing}
         return self
 
     @model_validator(mode="after")

@@ -66,6 +66,9 @@ def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
         assert len(history) >= 1
         # the side-by-side benchmark on each method's final model, what the promotion gates read
         assert 0 <= child.data.metrics["benchmark.side_by_side_cloze_it.acc_bytes"] <= 1
+        # the same held-out Italian text decoded by both models: a speed-up and the token ratio behind it
+        assert child.data.metrics["generation.equal_content_speed_up"] > 0
+        assert child.data.metrics["generation.equal_content_token_ratio"] > 0
     metrics = parent.data.metrics
     assert 0 <= metrics["source_model.benchmark.side_by_side_cloze_it.acc_bytes"] <= 1
     assert metrics["fertility.target_tokenizer.it.tokens_per_word"] > 0
