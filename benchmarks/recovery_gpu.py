@@ -1,37 +1,33 @@
-"""The recovery proof on one GPU: SmolLM2-135M-Instruct expanded with 5,000 Italian tokens, Align rows, ALM
-distillation from the source model at a real token budget (bf16, compiled layers), then the new LM-head rows fitted
-on the hidden states of fresh tokens; source and adapted model scored side by side before and after.
+"""The recovery proof on one GPU, run by the product: ``vocadapt adapt configs/italian-smollm2-gpu.yaml`` (the same
+``pipelines/adapt.py::run_adapt`` the command calls: preflight, tokenizer, Align rows, LAPT on Ray Train with
+DeepSpeed in bf16, the head fit, the side-by-side scores, the promotion gates' items, MLflow, the registry), then
+what only a GPU machine measures: the device, the run's wall time and training throughput, the device's peak memory,
+generation speed with a static KV cache and a compiled decoding step, and the equal-content decode speed-up.
 
-The recipe is ``configs/italian-smollm2-gpu.yaml`` (expand 5K, Align, ``lapt.objective: distill``, 32 x 1,024 tokens
-per step, learning rate 3e-4 with 32 warm-up steps and a cosine, 75% Italian / 25% English, ``head_fit_after`` on
-1M tokens at 1e-2, 3 passes, the head untied first, no held-out check), run through the same components ``vocadapt
-adapt`` runs (``train_lapt``, ``Distillation``, ``fit_new_output_rows``), without the Ray and MLflow edges, which do
-not fit what travels to the lent GPU machine. Precision: fp32 weights with bf16 autocast (the teacher in bf16);
-scoring in fp32.
+Every score in the report is one the product logged (``AdaptResult``: held-out bits per byte of the source and of
+the adapted model at step 0 and after LAPT, LAPT's curve and head fit, the side-by-side benchmark with out-of-domain
+bits per byte); nothing here trains or scores a model its own way. The recipe's arms (another objective, the head fit
+off or tied, replace instead of expand) are ``--set`` overrides of the config or entries of
+``configs/sweeps/italian-smollm2-gpu-arms.yaml``, which ``vocadapt sweep`` runs.
 
-It reports, against the goals of the recovery issue (held-out Italian):
+It reports, against the goals of the recovery proof (held-out Italian): bits per byte at or below the source's;
+English within 5%; chrF en->it at least 90% of the source's; %Gen at least 30%; characters per second at least
+0.9 x the fertility ratio. Results go to ``<out>/recovery-gpu.json`` (and the plot of
+``benchmarks/plot_recovery_gpu.py`` beside it); the runs are in the MLflow store ``<out>/mlflow.db``.
 
-- bits per byte at or below the source's (held-out and out-of-domain, Italian and English: English within 5%);
-- chrF en->it at least 90% of the source's; %Gen at least 30%;
-- generation speed: characters per second with a static KV cache and a compiled decoding step, batch 1 and 32,
-  at least 0.9 x the fertility ratio (``benchmarks/generation_speed.py``), plus the equal-content decode speed-up.
+    python benchmarks/recovery_gpu.py --out $OUT                      # on a machine with one CUDA GPU
+    python benchmarks/recovery_gpu.py --out DIR --device cpu --tiny   # the same path on the CPU at toy size
 
-Everything is deadline-driven (``--budget-seconds``): the token budget is cut to what the measured throughput of a
-rehearsal allows (``--rehearse`` writes it: random weights of the same shapes, a few steps, which also warms the
-compile caches), and every phase writes ``recovery-gpu.json`` as it ends, so a cut-off run still reports.
-
-    python benchmarks/recovery_gpu.py --rehearse --out /tmp/rehearsal        # on the GPU machine, no weights needed
-    python benchmarks/recovery_gpu.py --out $OUT --budget-seconds 480        # the real run
+``--device cpu`` turns the config's GPU switches off (``lapt.use_gpu``, ``lapt.deepspeed.enabled``,
+``lapt.compile``), as ``vocadapt adapt --set`` would; ``--device cuda`` on a machine without CUDA, or without
+DeepSpeed when the config asks for it, is refused before anything runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
-import queue
-import re
 import sys
 import threading
 import time
@@ -41,220 +37,180 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import recovery  # noqa: E402  (the CPU benchmark: world, scores, chat turn)
-
-STARTED = time.monotonic()
-THROUGHPUT_FILE = Path("/tmp/vocadapt-recovery-gpu-rehearsal.json")
+ROOT = Path(__file__).resolve().parent.parent
+RECIPE = ROOT / "configs" / "italian-smollm2-gpu.yaml"
+# what the config's GPU switches become on the CPU (the product has no other fallback: a run that asks for a GPU
+# waits for one)
+CPU_SWITCHES = {"lapt.use_gpu": "false", "lapt.deepspeed.enabled": "false", "lapt.compile": "false"}
+# toy sizes: the recipe's mode, method, objective, head fit and benchmark stay as shipped
+TINY_SIZES = {"lapt.max_tokens": "null", "lapt.max_steps": "2", "lapt.batch_size": "2", "lapt.sequence_length": "32",
+              "lapt.warmup_steps": "0", "lapt.eval_every": "1", "lapt.eval_max_length": "64",
+              "lapt.checkpoint_every": "0", "lapt.cpus_per_worker": "1", "lapt.head_fit_tokens": "512",
+              "tokenizer.vocab_size": "700", "tokenizer.expand_top_k": "40", "evaluation.max_documents": "16",
+              "evaluation.max_length": "64", "evaluation.batch_size": "8", "evaluation.side_by_side_items": "6",
+              "evaluation.max_new_tokens": "8"}
 ITALIAN_PROMPTS = ["La capitale d'Italia è", "Per inserire una tabella nel documento,", "In principio Dio creò",
                    "Il comando Formato consente di"]
+SCORES = {  # the report's names -> the product's metric names (side-by-side, without the source_model. prefix)
+    "bpb_ood_it": "bpb_ood_target", "bpb_ood_en": "bpb_ood_source",
+    "cloze_it_acc_bytes": "benchmark.side_by_side_cloze_{lang}.acc_bytes",
+    "chrf_en_it": "benchmark.side_by_side_translation_{english}_{lang}.chrf",
+    "percent_generated_new_it": "generation.percent_generated_new",
+    "generated_tokens_per_character_it": "generation.tokens_per_character",
+    "tokens_saved_same_text_it": "generation.same_text_token_saving",
+}
 
 
-def elapsed() -> float:
-    return time.monotonic() - STARTED
-
-
-class OutOfTime(Exception):
-    """Raised from the step hook when the training deadline has passed."""
-
-
-def autocast_engine_factory(device_type: str):
-    """The loop's plain-torch engine with every micro-batch's forward and backward under bf16 autocast."""
+def require_device(device: str, config) -> None:
+    """Refuse, before any work, a CUDA run on a machine without CUDA, or one whose config asks for DeepSpeed where
+    DeepSpeed is not installed."""
     import torch
 
-    from vocadapt.components.training.engine import TorchEngine
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"recovery_gpu.py --device cuda needs a CUDA device and torch {torch.__version__} sees "
+                         "none; run it on a GPU machine, or add --device cpu (with --tiny for toy sizes): the same "
+                         "pipeline with lapt.use_gpu, lapt.deepspeed.enabled and lapt.compile off")
+    if device == "cuda" and config.lapt.deepspeed.enabled:
+        import importlib.util
 
-    class AutocastEngine(TorchEngine):
-        def micro_batch(self):
-            return torch.autocast(device_type, dtype=torch.bfloat16)
-
-    return AutocastEngine
-
-
-def prefetching_mixture(view, depth: int = 4):
-    """A PackedMixture that packs the next batches, and computes the teacher's view of them (ALM's re-tokenisation,
-    pure Python), in a thread while the GPU trains on the current one. The loop itself prepares each batch when it
-    needs it; this benchmark runs no checkpoints, so reading ahead cannot move a resume position."""
-    from vocadapt.components.training.data import PackedMixture
-
-    class PrefetchingMixture(PackedMixture):
-        views: dict = {}
-
-        def next_batch(self, batch_size):
-            if not hasattr(self, "_queue"):
-                self._queue = queue.Queue(maxsize=depth)
-                threading.Thread(target=self._fill, args=(batch_size,), daemon=True).start()
-            batch, teacher = self._queue.get()
-            if isinstance(batch, BaseException):
-                raise batch
-            PrefetchingMixture.views[batch.input_ids.numpy().tobytes()] = teacher
-            return batch
-
-        def _fill(self, batch_size):
-            try:
-                while True:
-                    batch = PackedMixture.next_batch(self, batch_size)
-                    self._queue.put((batch, view(batch.input_ids)))
-            except BaseException as error:  # noqa: BLE001 (handed to the training thread)
-                self._queue.put((error, None))
-
-    class PrefetchedView:
-        def __call__(self, student_ids):
-            found = PrefetchingMixture.views.pop(student_ids.numpy().tobytes(), None)
-            return found if found is not None else view(student_ids)
-
-    return PrefetchingMixture, PrefetchedView()
+        if importlib.util.find_spec("deepspeed") is None:
+            raise SystemExit("the config runs LAPT under DeepSpeed (lapt.deepspeed.enabled) and deepspeed is not "
+                             "installed here; install the pinned wheel (DEVELOPERS.md, 'On a lent GPU machine') or "
+                             "--set lapt.deepspeed.enabled=false")
 
 
-def uncompile(model) -> None:
-    """Back to eager decoder layers (``nn.Module.compile`` undone) for scoring and generation at other shapes."""
-    from vocadapt.components.training.strategies import transformer_layers
+def overrides(args) -> list[str]:
+    """The config overrides of this run: the CPU's switches, the toy sizes, the steps the time allows, where it
+    writes, then the user's ``--set`` (last, so they win)."""
+    chosen: dict[str, str] = {}
+    if args.device == "cpu":
+        chosen |= CPU_SWITCHES | {"lapt.cpus_per_worker": str(min(os.cpu_count() or 1, 8))}
+    if args.tiny:
+        chosen |= TINY_SIZES
+    if args.train_seconds and args.tokens_per_second:
+        chosen |= {"lapt.max_tokens": "null", "lapt.max_steps": str(steps_for(
+            args.train_seconds, args.tokens_per_second, args.tokens_per_step))}
+    chosen |= {"output_dir": str(args.out / "runs"), "tracking.tracking_uri": f"sqlite:///{args.out / 'mlflow.db'}"}
+    return [f"{key}={value}" for key, value in chosen.items()] + list(args.set)
 
-    for layer in transformer_layers(model):
-        layer._compiled_call_impl = None
+
+def steps_for(train_seconds: float, tokens_per_second: float, tokens_per_step: int) -> int:
+    """The LAPT steps a measured throughput fits in ``train_seconds`` (at least one)."""
+    return max(1, int(train_seconds * tokens_per_second) // tokens_per_step)
 
 
-def quick_scores(model, tokenizer, world) -> dict[str, float]:
-    """Held-out and out-of-domain bits per byte (the curve points during training)."""
+class DeviceMemory:
+    """The device's peak memory in use (every process: the Ray worker that trains included), sampled each second."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.peak, self._stop = device, 0, threading.Event()
+
+    def __enter__(self) -> DeviceMemory:
+        if self.device == "cuda":
+            threading.Thread(target=self._sample, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def _sample(self) -> None:
+        import torch
+
+        while not self._stop.is_set():
+            free, total = torch.cuda.mem_get_info()
+            self.peak = max(self.peak, total - free)
+            self._stop.wait(1.0)
+
+
+def device_facts(device: str) -> dict:
     import torch
+    import transformers
 
-    with torch.compiler.set_stance("force_eager"):  # the compiled training layers would recompile per shape
-        return recovery.bits_per_byte_scores(model, tokenizer, world)
-
-
-def train(model, tokenizer, world, args, results, save) -> None:
-    """LAPT (ALM distillation) until the token budget or the deadline, whichever comes first."""
-    import torch
-
-    from vocadapt.components.training import LaptData, LaptSettings, train_lapt
-    from vocadapt.components.training import loop
-    from vocadapt.components.training.objectives import Distillation
-
-    source, source_tokenizer = world[0], world[1]
-    teacher = copy.deepcopy(source).to(dtype=torch.bfloat16, device=args.device)
-    distillation = Distillation(teacher, source_tokenizer, tokenizer)
-    mixture_class, distillation.view = prefetching_mixture(distillation.view)
-    loop_mixture, loop.PackedMixture = loop.PackedMixture, mixture_class  # the loop packs through the prefetcher
-    tokens_per_step = args.batch_size * args.sequence_length
-    train_seconds = args.budget_seconds - args.reserve_seconds - elapsed()
-    max_tokens = args.max_tokens
-    if THROUGHPUT_FILE.is_file() and not args.rehearse:
-        measured = json.loads(THROUGHPUT_FILE.read_text())["tokens_per_second"]
-        affordable = int(measured * 0.92 * max(0.0, train_seconds - 25))  # 25 s: compiling from warm caches
-        max_tokens = min(max_tokens, max(tokens_per_step, affordable))
-        results["training"]["rehearsal_tokens_per_second"] = measured
-    steps = args.rehearse_steps if args.rehearse else max(1, max_tokens // tokens_per_step)
-    settings = LaptSettings(
-        objective=args.objective, max_steps=steps, batch_size=args.batch_size,
-        sequence_length=args.sequence_length, learning_rate=args.learning_rate,
-        warmup_steps=min(args.warmup_steps, max(1, steps // 10)), schedule="cosine",
-        mixing={"target": 0.75, "source": 0.25}, seed=0, compile=args.compile, eval_every=0, log_every=1)
-    results["training"].update({"planned_steps": steps, "planned_tokens": steps * tokens_per_step,
-                                "budget_seconds_for_training": train_seconds})
-    deadline = args.budget_seconds - args.reserve_seconds
-    history = results["training"]["history"]
-    curve = results["curve"]
-    started = time.perf_counter()
-
-    def every(step: int, metrics: dict) -> None:
-        history.append({"step": step, "seconds": time.perf_counter() - started,
-                        **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}})
-        if step == 1 or step % 10 == 0:
-            print(json.dumps({"step": step, "elapsed": round(elapsed()), **{
-                k: round(float(metrics[k]), 4) for k in ("loss", "distill_loss", "tokens_per_second", "tokens")
-                if k in metrics}}), flush=True)
-        if args.eval_every and step % args.eval_every == 0 and not args.rehearse:
-            curve.append({"step": step, "tokens": float(metrics.get("tokens", 0)), **quick_scores(
-                model, tokenizer, world)})
-            print(json.dumps({"curve": curve[-1]}), flush=True)
-            save()
-        if elapsed() > deadline:
-            raise OutOfTime(f"training stopped at step {step} of {steps}: the deadline ({deadline:.0f} s) passed")
-
-    try:
-        result = train_lapt(model, tokenizer, LaptData(dict(world[8])), settings, step_hook=every,
-                            distillation=distillation, engine_factory=autocast_engine_factory(args.device))
-        results["training"]["completed"] = True
-        results["training"]["final_step"] = result.steps
-        results["training"]["trainable_parameters"] = {k: float(v) for k, v in result.trainable_parameters.items()}
-    except OutOfTime as stop:
-        results["training"]["completed"] = False
-        results["training"]["stopped"] = str(stop)
-        print(stop, flush=True)
-    finally:
-        loop.PackedMixture = loop_mixture
-    seconds = time.perf_counter() - started
-    steady = [row["tokens_per_second"] for row in history[3:] if "tokens_per_second" in row]
-    steady.sort()
-    results["training"].update({
-        "steps": len(history), "tokens": history[-1]["tokens"] if history else 0.0, "seconds": seconds,
-        "median_tokens_per_second": steady[len(steady) // 2] if steady else None,
-        "epochs_of_italian_train": (history[-1]["tokens"] * 0.75 / args.italian_train_tokens) if history else 0.0})
-    uncompile(model)
-    del teacher, distillation
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    facts = {"device": device, "torch": torch.__version__, "transformers": transformers.__version__,
+             "cpu_count": os.cpu_count()}
+    if device == "cuda":
+        properties = torch.cuda.get_device_properties(0)
+        facts |= {"device": torch.cuda.get_device_name(), "device_memory_gib": properties.total_memory / 2**30,
+                  "cuda": torch.version.cuda}
+    return facts
 
 
-def fit_head(model, tokenizer, world, args, results) -> None:
-    """The new LM-head rows fitted on the hidden states of fresh tokens (``lapt.head_fit_after``)."""
-    from vocadapt.components.training.data import LaptData, PackedMixture
-    from vocadapt.components.training.head_fit import fit_new_output_rows
-
-    started = time.perf_counter()
-    mixture = PackedMixture(LaptData(dict(world[8])), tokenizer, mixing={"target": 0.75, "source": 0.25},
-                            sequence_length=args.sequence_length, seed=1)
-    count = max(1, -(-args.head_fit_tokens // (args.batch_size * args.sequence_length)))
-    batches = [mixture.next_batch(args.batch_size) for _ in range(count)]
-    new_ids = world[2]["expand"].new_token_ids
-    fit = fit_new_output_rows(model, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
-                              passes=args.head_fit_passes, learning_rate=args.head_fit_learning_rate, seed=0,
-                              untie=args.head_fit_untie, validation_fraction=args.head_fit_validation_fraction)
-    results["head_fit"] = {**fit.metrics(), "tokens": float(sum(b.real_tokens for b in batches)),
-                           "seconds": time.perf_counter() - started}
-
-
-def random_source(world_args):
-    """Rehearsal: a source model of the embedded default's shape with random weights (no weights needed)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from vocadapt.platform.assets import load_assets
-
-    config = AutoConfig.from_pretrained(load_assets().model_dir)
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+def product_scores(result, config) -> dict:
+    """The product's figures as the report's rows: ``source``, ``adapted_step0`` (held-out bits per byte of the
+    initialised rows), ``adapted_final`` (after LAPT and the head fit, scored by the side-by-side benchmark)."""
+    names = {key: name.format(lang=config.target.language, english=config.target.source_language)
+             for key, name in SCORES.items()}
+    best = result.best
+    source = {"bpb_held_out_it": result.source_bits_per_byte["target"],
+              "bpb_held_out_en": result.source_bits_per_byte["source"]}
+    source |= {key: result.source_side_by_side[f"source_model.{name}"] for key, name in names.items()
+               if f"source_model.{name}" in result.source_side_by_side}
+    step0 = {"bpb_held_out_it": best.bits_per_byte["target_zero_shot"],
+             "bpb_held_out_en": best.bits_per_byte["source_zero_shot"]}
+    final = {"bpb_held_out_it": best.bits_per_byte.get("target_after_lapt", step0["bpb_held_out_it"]),
+             "bpb_held_out_en": best.bits_per_byte.get("source_after_lapt", step0["bpb_held_out_en"])}
+    final |= {key: best.side_by_side[name] for key, name in names.items() if name in best.side_by_side}
+    return {"source": source, "adapted_step0": step0, "adapted_final": final}
 
 
-def speed(contenders, world, args, results) -> None:
-    """Generation speed, static KV cache + compiled decoding, batch sizes ``args.generation_batches``; and the
-    equal-content (teacher-forced) decode at batch 1."""
+def training_figures(lapt, tokens_per_step: int) -> tuple[dict, list, dict]:
+    """LAPT's figures from the product's run: the totals, the curve (held-out bits per byte LAPT evaluated during
+    the run) and the head fit's metrics (logged as one more step after the last)."""
+    history = [{"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}}
+               for step, metrics in lapt.history]
+    curve = [{"step": row["step"], "tokens": row.get("tokens", row["step"] * tokens_per_step),
+              "bpb_held_out_it": row["bits_per_byte_target"], "bpb_held_out_en": row.get("bits_per_byte_source")}
+             for row in history if "bits_per_byte_target" in row]
+    head_fit = next(({k.removeprefix("head_fit_"): v for k, v in row.items() if k.startswith("head_fit_")}
+                     for row in reversed(history) if any(k.startswith("head_fit_") for k in row)), {})
+    steps = [row["tokens_per_second"] for row in history if "tokens_per_second" in row and "head_fit_loss_after" not in row]
+    steady = sorted(steps[3:] or steps)  # the first steps compile and warm up
+    training = {"steps": lapt.steps, "tokens": float(lapt.tokens),
+                "median_tokens_per_second": steady[len(steady) // 2] if steady else None,
+                "trainable_parameters": dict(lapt.trainable_parameters), "history": history}
+    return training, curve, head_fit
+
+
+def fertility_ratio(fertility: dict, language: str) -> float:
+    """Source tokens over adapted tokens per character of held-out target text (the product's fertility table)."""
+    source, target = fertility[f"source_tokenizer.{language}"], fertility[f"target_tokenizer.{language}"]
+    return source["tokens_per_character"] / target["tokens_per_character"]
+
+
+def speed(result, config, args) -> dict:
+    """Generation speed (static KV cache, compiled decoding step on CUDA), source against the adapted model the run
+    kept, in bf16 on the GPU; and the equal-content (teacher-forced) decode at batch 1."""
     import torch
 
     import generation_speed
     from vocadapt.components.evaluation.decode_timing import equal_content_speed_up, equal_content_timing
+    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.model_loading import load_model
+    from vocadapt.platform.sources import read_documents, resolve_inputs
 
-    bf16 = {name: (copy.deepcopy(model).to(torch.bfloat16), tokenizer) for name, (model, tokenizer) in contenders.items()}
-    reference = world[7]
-    timing = equal_content_timing(bf16, reference, repeats=3)
-    names = list(bf16)
-    results["equal_content"] = {name: timing[name] | equal_content_speed_up(timing[name], timing[names[0]])
-                                for name in names}
-    if elapsed() > args.budget_seconds - 40:
-        results["generation_speed_skipped"] = f"no time left at {elapsed():.0f} s"
-        return
-    results["generation_speed"] = generation_speed.side_by_side(
-        bf16, ITALIAN_PROMPTS, batches=args.generation_batches, new_tokens=args.generation_tokens,
-        repeats=args.generation_repeats)
-    del bf16
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    inputs = resolve_inputs(config)
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    contenders = {}
+    for name, folder in (("source", Path(inputs.source_model)), ("adapted", Path(result.best.model_dir))):
+        model, tokenizer = load_model(folder, what=f"the {name} model")
+        contenders[name] = (model.to(device=args.device, dtype=dtype), tokenizer)
+    texts = read_documents(inputs.target_validation, 40) if not inputs.embedded else read_documents(
+        load_assets().corpus(config.target.language, "test"), 40)
+    reference = " ".join(texts)[: args.reference_characters]
+    timing = equal_content_timing(contenders, reference, repeats=args.generation_repeats)
+    figures = {"equal_content": {name: timing[name] | equal_content_speed_up(timing[name], timing["source"])
+                                 for name in contenders}}
+    figures["generation_speed"] = generation_speed.side_by_side(
+        contenders, ITALIAN_PROMPTS, batches=args.generation_batches, new_tokens=args.generation_tokens,
+        repeats=args.generation_repeats, compiled=args.device == "cuda")
+    return figures
 
 
-def goals(results) -> dict[str, dict]:
-    """The recovery issue's goals on held-out Italian, each with the value reached and whether it is met."""
+def goals(results: dict) -> dict[str, dict]:
+    """The recovery proof's goals on held-out Italian, each with the value reached and whether it is met."""
     source, adapted = results.get("source") or {}, results.get("adapted_final") or {}
     out: dict[str, dict] = {}
-    if not adapted or not source or results.get("rehearsal"):
+    if not adapted or not source:
         return out
 
     def goal(name, value, target, met):
@@ -262,8 +218,9 @@ def goals(results) -> dict[str, dict]:
 
     goal("Italian bits per byte (held-out) <= source's", adapted["bpb_held_out_it"], source["bpb_held_out_it"],
          adapted["bpb_held_out_it"] <= source["bpb_held_out_it"])
-    goal("chrF en->it >= 90% of the source's", adapted["chrf_en_it"], 0.9 * source["chrf_en_it"],
-         adapted["chrf_en_it"] >= 0.9 * source["chrf_en_it"])
+    if "chrf_en_it" in adapted and "chrf_en_it" in source:
+        goal("chrF en->it >= 90% of the source's", adapted["chrf_en_it"], 0.9 * source["chrf_en_it"],
+             adapted["chrf_en_it"] >= 0.9 * source["chrf_en_it"])
     goal("%Gen >= 30", adapted.get("percent_generated_new_it", 0.0), 30.0,
          adapted.get("percent_generated_new_it", 0.0) >= 30.0)
     goal("English bits per byte (held-out) within 5% of the source's", adapted["bpb_held_out_en"],
@@ -278,194 +235,96 @@ def goals(results) -> dict[str, dict]:
     return out
 
 
-def fertility_ratio(world, documents: int = 256) -> float:
-    """Source tokens over adapted tokens on held-out Italian (the test split)."""
-    from vocadapt.components.training.data import read_documents
-    from vocadapt.platform.assets import load_assets
+def run(args) -> dict:
+    """``run_adapt`` on the config with this run's overrides, measured; writes ``recovery-gpu.json`` and returns it."""
+    from rich.console import Console
 
-    texts = read_documents(load_assets().corpus("it", "test"))[:documents]
-    source_tokenizer, adapted_tokenizer = world[1], world[2]["expand"].tokenizer
-    count = lambda tokenizer: sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts)  # noqa: E731
-    return count(source_tokenizer) / count(adapted_tokenizer)
+    from vocadapt.pipelines.adapt import run_adapt
+    from vocadapt.platform.config import load_config
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    chosen = overrides(args)
+    config = load_config(args.config, chosen)
+    require_device(args.device, config)
+    results: dict = {"command": " ".join(["python", "benchmarks/recovery_gpu.py", *args.argv]),
+                     "config": str(args.config), "overrides": chosen, **device_facts(args.device)}
+    path = args.out / "recovery-gpu.json"
+    started = time.perf_counter()
+    with DeviceMemory(args.device) as memory:
+        result = run_adapt(config, Console(), overwrite=True)
+    results["seconds"] = {"adapt": time.perf_counter() - started}
+    if args.device == "cuda":
+        results["peak_device_memory_gib"] = memory.peak / 2**30
+    tokens_per_step = config.lapt.batch_size * config.lapt.sequence_length
+    results |= product_scores(result, config)
+    results["method"] = result.best.method
+    results["fertility_ratio"] = fertility_ratio(result.fertility, config.target.language)
+    if result.best.lapt:
+        results["training"], results["curve"], results["head_fit"] = training_figures(result.best.lapt,
+                                                                                      tokens_per_step)
+    results["mlflow"] = {"tracking_uri": result.tracking_uri, "parent_run_id": result.parent_run_id,
+                         "run_id": result.best.run_id}
+    results["registered"] = list(result.registered) if result.registered else None
+    path.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")  # kept if the speed phase fails
+    if args.generation_speed:
+        began = time.perf_counter()
+        results |= speed(result, config, args)
+        results["seconds"]["generation_speed"] = time.perf_counter() - began
+    results["goals"] = goals(results)
+    path.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="results folder (with --mlflow: the run's folder)")
-    parser.add_argument("--mlflow", action="store_true",
-                        help="log the finished run in --out (recovery-gpu.json, recovery-gpu.png) to MLflow and stop")
-    parser.add_argument("--rehearse", action="store_true", help="random weights, a few steps; writes the throughput")
-    parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the same path (use --no-compile)")
-    parser.add_argument("--rehearse-steps", type=int, default=12)
-    parser.add_argument("--budget-seconds", type=float, default=480)
-    parser.add_argument("--reserve-seconds", type=float, default=150, help="kept for what follows training")
-    parser.add_argument("--trained-tokenizer", default=None, help="the 16K Italian BPE (default: trained here)")
-    parser.add_argument("--objective", default="distill")
-    parser.add_argument("--max-tokens", type=int, default=21_000_000)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--sequence-length", type=int, default=1024)
-    parser.add_argument("--learning-rate", type=float, default=3e-4)
-    parser.add_argument("--warmup-steps", type=int, default=32)
-    parser.add_argument("--no-compile", dest="compile", action="store_false")
-    parser.add_argument("--eval-every", type=int, default=100, help="steps between curve points (bits per byte)")
-    parser.add_argument("--head-fit-tokens", type=int, default=1_000_000)
-    parser.add_argument("--head-fit-passes", type=int, default=3)
-    parser.add_argument("--head-fit-learning-rate", type=float, default=1e-2)
-    parser.add_argument("--head-fit-untie", action="store_true", default=True,
-                        help="give the tied head its own rows before the fit (lapt.head_fit_untie; the default, "
-                        "as in the config)")
-    parser.add_argument("--head-fit-tied", dest="head_fit_untie", action="store_false",
-                        help="fit the new rows of the tied head (they are also the new tokens' input rows)")
-    parser.add_argument("--head-fit-validation-fraction", type=float, default=0.0,
-                        help="sequences held out of the head fit; the rows with the lowest held-out loss are kept "
-                        "(lapt.head_fit_validation_fraction, 0 in the config: the last rows)")
-    parser.add_argument("--no-step0-scores", dest="step0_scores", action="store_false",
-                        help="skip scoring the adapted model before training (the same on every run of a seed)")
+    parser.add_argument("--out", type=Path, required=True, help="results folder: recovery-gpu.json, mlflow.db, runs/")
+    parser.add_argument("--config", type=Path, default=RECIPE, help="the experiment (default: the GPU recipe)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a dotted config override, as `vocadapt adapt --set` (repeatable; wins over the rest)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: the config's GPU switches off (lapt.use_gpu, lapt.deepspeed.enabled, lapt.compile)")
+    parser.add_argument("--tiny", action="store_true", help="toy sizes: a few LAPT steps, a small vocabulary and "
+                        "benchmark (the recipe's choices as shipped)")
+    parser.add_argument("--train-seconds", type=float, default=None,
+                        help="size lapt.max_steps to this many seconds of training at --tokens-per-second")
+    parser.add_argument("--tokens-per-second", type=float, default=None,
+                        help="the LAPT throughput an earlier run on this device measured (its median_tokens_per_second)")
+    parser.add_argument("--tokens-per-step", type=int, default=32 * 1024,
+                        help="lapt.batch_size x lapt.sequence_length, for --train-seconds")
     parser.add_argument("--no-generation-speed", dest="generation_speed", action="store_false",
-                        help="skip the speed phase (CPU experiments)")
-    parser.add_argument("--items", type=int, default=64, help="cloze items and translations per direction")
-    parser.add_argument("--documents", type=int, default=64, help="bits-per-byte documents per set")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+                        help="skip the speed phase (generation speed and the equal-content decode)")
     parser.add_argument("--generation-batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--generation-tokens", type=int, default=128)
     parser.add_argument("--generation-repeats", type=int, default=3)
-    parser.add_argument("--italian-train-tokens", type=float, default=2.40e6 / 1.19,
-                        help="the embedded Italian training text in expanded-tokenizer tokens (for epochs)")
+    parser.add_argument("--reference-characters", type=int, default=1200,
+                        help="the Italian reference text of the equal-content decode")
     args = parser.parse_args(argv)
-    if args.mlflow:  # here, after the GPU run: MLflow does not travel to the lent machine
-        log_to_mlflow(args.out / "recovery-gpu.json")
-        return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    import torch
-
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("recovery_gpu.py needs a CUDA device (--device cpu: a smoke test of the same path at toy size)")
-    world_args = argparse.Namespace(vocabulary=16384, out=args.out, tokenizer_lines=20000, expand_top_k=5000,
-                                    documents=args.documents, items=args.items, max_new_tokens=args.max_new_tokens,
-                                    reference_characters=1200, modes=("expand",),
-                                    trained_tokenizer=args.trained_tokenizer,
-                                    random_source=random_source if args.rehearse else None)
-    results: dict = {"command": " ".join(["python", "benchmarks/recovery_gpu.py", *(argv or sys.argv[1:])]),
-                     "device": torch.cuda.get_device_name() if args.device == "cuda" else args.device, "torch": torch.__version__,
-                     "rehearsal": args.rehearse, "training": {"history": []}, "curve": [], "phases": {}}
-    import transformers
-
-    results["transformers"] = transformers.__version__
-    path = args.out / ("rehearsal.json" if args.rehearse else "recovery-gpu.json")
-
-    def save():
-        path.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-
-    def phase(name, function, *call_args):
-        began = time.perf_counter()
-        try:
-            function(*call_args)
-        except OutOfTime:
-            raise
-        except Exception as error:  # noqa: BLE001 (a failed phase is reported; the others still run)
-            import traceback
-
-            traceback.print_exc()
-            results["phases"][name] = {"error": f"{type(error).__name__}: {error}"}
-        else:
-            results["phases"][name] = {"seconds": time.perf_counter() - began}
-        print(f"[{elapsed():.0f} s] {name}: {results['phases'][name]}", flush=True)
-        save()
-
-    torch.manual_seed(0)
-    state: dict = {}
-
-    def build():
-        state["world"] = world = recovery.build_world(world_args)
-        source, change = world[0].to(args.device), world[2]["expand"]
-        state["model"] = world[3]["expand"].to(args.device)
-        state["tokenizer"], state["new_ids"] = change.tokenizer, change.new_token_ids
-        results["new_tokens"] = len(change.new_token_ids)
-        results["fertility_ratio"] = fertility_ratio(world)
-
-    phase("setup", build)
-    world, model, tokenizer = state["world"], state["model"], state["tokenizer"]
-    source, source_tokenizer = world[0], world[1]
-    if args.rehearse:  # scores of random weights mean nothing: one curve point proves the path
-        phase("step 0 scores", lambda: results.update(adapted_step0=quick_scores(model, tokenizer, world)))
-    else:
-        phase("source scores", lambda: results.update(source=recovery.score(source, source_tokenizer, world, None),
-                                                      source_chat=recovery.chat_reply(source, source_tokenizer)))
-        if args.step0_scores:
-            phase("step 0 scores", lambda: results.update(
-                adapted_step0=recovery.score(model, tokenizer, world, state["new_ids"])))
-    phase("training", train, model, tokenizer, world, args, results, save)
-    if args.rehearse and args.device == "cuda" and results["training"].get("median_tokens_per_second"):
-        THROUGHPUT_FILE.write_text(json.dumps({"tokens_per_second": results["training"]["median_tokens_per_second"]}))
-    if not args.rehearse:  # what LAPT alone reached, before the head fit changes the new rows
-        phase("scores before the head fit", lambda: results.update(
-            adapted_lapt=recovery.score(model, tokenizer, world, state["new_ids"])))
-    phase("head fit", fit_head, model, tokenizer, world, args, results)
-    if args.rehearse:
-        phase("final scores", lambda: results.update(adapted_final=quick_scores(model, tokenizer, world)))
-    else:
-        phase("final scores", lambda: results.update(
-            adapted_final=recovery.score(model, tokenizer, world, state["new_ids"]),
-            adapted_chat=recovery.chat_reply(model, tokenizer)))
-    if args.generation_speed:
-        phase("generation speed", speed, {"source": (source, source_tokenizer), "adapted": (model, tokenizer)},
-              world, args, results)
-    results["goals"] = goals(results)
-    results["seconds"] = elapsed()
-    if torch.cuda.is_available():
-        results["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
-    save()
+    args.argv = list(argv if argv is not None else sys.argv[1:])
+    if bool(args.train_seconds) != bool(args.tokens_per_second):
+        raise SystemExit("--train-seconds and --tokens-per-second go together (the steps are their product over "
+                         "--tokens-per-step)")
+    results = run(args)
     report(results)
     return 0
 
 
-def log_to_mlflow(path: Path) -> None:
-    """One MLflow run (experiment ``recovery``) for a finished GPU run: its settings, the scores of every model,
-    the curve per step, the goals, and the JSON and the plot beside it (``recovery-gpu.png``) as artifacts."""
-    import mlflow
-
-    results = json.loads(path.read_text(encoding="utf-8"))
-    mlflow.set_experiment("recovery")
-    with mlflow.start_run(run_name=f"recovery-gpu ({results['device']})"):
-        mlflow.log_params({"command": results["command"][:500], "device": results["device"],
-                           "torch": results["torch"], "transformers": results["transformers"]})
-        for name in ("source", "adapted_step0", "adapted_lapt", "adapted_final"):
-            if results.get(name):
-                mlflow.log_metrics({f"{name}.{key}": value for key, value in results[name].items()})
-        for point in results["curve"]:
-            mlflow.log_metrics({k: v for k, v in point.items() if k not in ("step", "tokens")}, step=point["step"])
-        for row in results["training"]["history"]:
-            mlflow.log_metrics({k: row[k] for k in ("distill_loss", "loss", "tokens_per_second") if k in row},
-                               step=int(row["step"]))
-        for name, goal in results.get("goals", {}).items():
-            mlflow.set_tag("goal: " + re.sub(r"[^\w\-. :/]", "", name.replace("<=", "at most").replace(">=", "at least").replace("%", " percent")),
-                           f"{goal['value']:.3f} vs {goal['target']:.3f}: "
-                           f"{'met' if goal['met'] else 'missed'}")
-        mlflow.log_artifact(str(path))
-        if (path.parent / "recovery-gpu.png").is_file():
-            mlflow.log_artifact(str(path.parent / "recovery-gpu.png"))
-
-
 def report(results: dict) -> None:
     columns = ["bpb_held_out_it", "bpb_held_out_en", "bpb_ood_it", "bpb_ood_en", "cloze_it_acc_bytes", "chrf_en_it",
-               "chrf_it_en", "percent_generated_new_it", "generated_tokens_per_character_it",
-               "tokens_saved_same_text_it"]
+               "percent_generated_new_it", "generated_tokens_per_character_it", "tokens_saved_same_text_it"]
     print("| model | " + " | ".join(columns) + " |")
-    for name in ("source", "adapted_step0", "adapted_lapt", "adapted_final"):
+    for name in ("source", "adapted_step0", "adapted_final"):
         row = results.get(name) or {}
-        print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" if c in row else "" for c in columns) + " |")
-    for point in results["curve"]:
+        print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" if row.get(c) is not None else "" for c in columns) + " |")
+    for point in results.get("curve", []):
         print(json.dumps(point))
-    print(json.dumps({k: v for k, v in results["training"].items() if k != "history"}))
+    print(json.dumps({k: v for k, v in results.get("training", {}).items() if k != "history"}))
     print(json.dumps(results.get("head_fit")))
-    print(json.dumps(results.get("generation_speed")))
-    print(json.dumps(results.get("equal_content")))
+    for key in ("generation_speed", "equal_content"):
+        if key in results:
+            print(json.dumps(results[key]))
     for name, goal in results.get("goals", {}).items():
         print(f"{'MET ' if goal['met'] else 'MISS'} {name}: {goal['value']:.3f} (target {goal['target']:.3f})")
-    for key in ("source_chat", "adapted_chat"):
-        if key in results:
-            print(f"{key}: {results[key]!r}")
-    print(f"total {results['seconds']:.0f} s; phases: {json.dumps(results['phases'])}")
+    print(f"{results['device']}: adapt {results['seconds']['adapt']:.0f} s; MLflow {results['mlflow']['tracking_uri']}")
 
 
 if __name__ == "__main__":
