@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         from vocadapt.platform.tracking import resolve_tracking_uri
 
         base = ExperimentConfig.model_validate(sweep.base_tree())
-        tracking_uri, sweep_run_id = resolve_tracking_uri(args.tracking_uri or base.tracking.tracking_uri), args.sweep_run
+        tracking_uri = resolve_tracking_uri(args.tracking_uri or base.tracking.tracking_uri)
+        sweep_run_id = args.sweep_run
     else:
         from vocadapt.pipelines.sweep import run_sweep
 

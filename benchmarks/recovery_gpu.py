@@ -2,13 +2,15 @@
 ``pipelines/adapt.py::run_adapt`` the command calls: preflight, tokenizer, Align rows, LAPT on Ray Train with
 DeepSpeed in bf16, the head fit, the side-by-side scores, the promotion gates' items, MLflow, the registry), then
 what only a GPU machine measures: the device, the run's wall time and training throughput, the device's peak memory,
-generation speed with a static KV cache and a compiled decoding step, and the equal-content decode speed-up.
+and generation speed with a static KV cache and a compiled decoding step.
 
 Every score in the report is one the product logged (``AdaptResult``: held-out bits per byte of the source and of
 the adapted model at step 0 and after LAPT, LAPT's curve and head fit, the side-by-side benchmark with out-of-domain
-bits per byte); nothing here trains or scores a model its own way. The recipe's arms (another objective, the head fit
-off or tied, replace instead of expand) are ``--set`` overrides of the config or entries of
-``configs/sweeps/italian-smollm2-gpu-arms.yaml``, which ``vocadapt sweep`` runs.
+bits per byte, the equal-content decode speed-up); nothing here trains or scores a model its own way. The recipe's
+arms (another objective, the head fit off or tied, replace instead of expand) are ``--set`` overrides of the config
+or entries of ``configs/sweeps/italian-smollm2-gpu-arms.yaml``, which ``vocadapt sweep`` runs. Only LAPT uses the
+GPU: ``adapt`` loads every model it scores on the CPU in float32, so on a GPU machine the scoring takes the CPU's
+time (its sizes are the config's ``evaluation`` section).
 
 It reports, against the goals of the recovery proof (held-out Italian): bits per byte at or below the source's;
 English within 5%; chrF en->it at least 90% of the source's; %Gen at least 30%; characters per second at least
@@ -58,6 +60,8 @@ SCORES = {  # the report's names -> the product's metric names (side-by-side, wi
     "percent_generated_new_it": "generation.percent_generated_new",
     "generated_tokens_per_character_it": "generation.tokens_per_character",
     "tokens_saved_same_text_it": "generation.same_text_token_saving",
+    "equal_content_speed_up": "generation.equal_content_speed_up",
+    "equal_content_token_ratio": "generation.equal_content_token_ratio",
 }
 
 
@@ -163,7 +167,8 @@ def training_figures(lapt, tokens_per_step: int) -> tuple[dict, list, dict]:
              for row in history if "bits_per_byte_target" in row]
     head_fit = next(({k.removeprefix("head_fit_"): v for k, v in row.items() if k.startswith("head_fit_")}
                      for row in reversed(history) if any(k.startswith("head_fit_") for k in row)), {})
-    steps = [row["tokens_per_second"] for row in history if "tokens_per_second" in row and "head_fit_loss_after" not in row]
+    steps = [row["tokens_per_second"] for row in history
+             if "tokens_per_second" in row and "head_fit_loss_after" not in row]
     steady = sorted(steps[3:] or steps)  # the first steps compile and warm up
     training = {"steps": lapt.steps, "tokens": float(lapt.tokens),
                 "median_tokens_per_second": steady[len(steady) // 2] if steady else None,
@@ -178,32 +183,24 @@ def fertility_ratio(fertility: dict, language: str) -> float:
 
 
 def speed(result, config, args) -> dict:
-    """Generation speed (static KV cache, compiled decoding step on CUDA), source against the adapted model the run
-    kept, in bf16 on the GPU; and the equal-content (teacher-forced) decode at batch 1."""
+    """Generation speed, source against the adapted model the run kept, each generating exactly
+    ``--generation-tokens`` tokens per row: on CUDA in bf16 with a static KV cache and a compiled decoding step
+    (``benchmarks/generation_speed.py``), on the CPU eager in float32. (The equal-content decode is the product's
+    own: ``generation.equal_content_speed_up``, in the adapted model's scores.)"""
     import torch
 
     import generation_speed
-    from vocadapt.components.evaluation.decode_timing import equal_content_speed_up, equal_content_timing
-    from vocadapt.platform.assets import load_assets
     from vocadapt.platform.model_loading import load_model
-    from vocadapt.platform.sources import read_documents, resolve_inputs
+    from vocadapt.platform.sources import resolve_inputs
 
-    inputs = resolve_inputs(config)
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     contenders = {}
-    for name, folder in (("source", Path(inputs.source_model)), ("adapted", Path(result.best.model_dir))):
-        model, tokenizer = load_model(folder, what=f"the {name} model")
+    for name, folder in (("source", Path(resolve_inputs(config).source_model)), ("adapted", result.best.model_dir)):
+        model, tokenizer = load_model(Path(folder), what=f"the {name} model")
         contenders[name] = (model.to(device=args.device, dtype=dtype), tokenizer)
-    texts = read_documents(inputs.target_validation, 40) if not inputs.embedded else read_documents(
-        load_assets().corpus(config.target.language, "test"), 40)
-    reference = " ".join(texts)[: args.reference_characters]
-    timing = equal_content_timing(contenders, reference, repeats=args.generation_repeats)
-    figures = {"equal_content": {name: timing[name] | equal_content_speed_up(timing[name], timing["source"])
-                                 for name in contenders}}
-    figures["generation_speed"] = generation_speed.side_by_side(
+    return {"generation_speed": generation_speed.side_by_side(
         contenders, ITALIAN_PROMPTS, batches=args.generation_batches, new_tokens=args.generation_tokens,
-        repeats=args.generation_repeats, compiled=args.device == "cuda")
-    return figures
+        repeats=args.generation_repeats, compiled=args.device == "cuda")}
 
 
 def goals(results: dict) -> dict[str, dict]:
@@ -288,16 +285,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-seconds", type=float, default=None,
                         help="size lapt.max_steps to this many seconds of training at --tokens-per-second")
     parser.add_argument("--tokens-per-second", type=float, default=None,
-                        help="the LAPT throughput an earlier run on this device measured (its median_tokens_per_second)")
+                        help="LAPT's throughput an earlier run on this device measured (median_tokens_per_second)")
     parser.add_argument("--tokens-per-step", type=int, default=32 * 1024,
                         help="lapt.batch_size x lapt.sequence_length, for --train-seconds")
     parser.add_argument("--no-generation-speed", dest="generation_speed", action="store_false",
-                        help="skip the speed phase (generation speed and the equal-content decode)")
+                        help="skip the generation speed phase")
     parser.add_argument("--generation-batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--generation-tokens", type=int, default=128)
     parser.add_argument("--generation-repeats", type=int, default=3)
-    parser.add_argument("--reference-characters", type=int, default=1200,
-                        help="the Italian reference text of the equal-content decode")
     args = parser.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
     if bool(args.train_seconds) != bool(args.tokens_per_second):
@@ -310,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(results: dict) -> None:
     columns = ["bpb_held_out_it", "bpb_held_out_en", "bpb_ood_it", "bpb_ood_en", "cloze_it_acc_bytes", "chrf_en_it",
-               "percent_generated_new_it", "generated_tokens_per_character_it", "tokens_saved_same_text_it"]
+               "percent_generated_new_it", "generated_tokens_per_character_it", "tokens_saved_same_text_it",
+               "equal_content_speed_up", "equal_content_token_ratio"]
     print("| model | " + " | ".join(columns) + " |")
     for name in ("source", "adapted_step0", "adapted_final"):
         row = results.get(name) or {}
@@ -319,9 +315,8 @@ def report(results: dict) -> None:
         print(json.dumps(point))
     print(json.dumps({k: v for k, v in results.get("training", {}).items() if k != "history"}))
     print(json.dumps(results.get("head_fit")))
-    for key in ("generation_speed", "equal_content"):
-        if key in results:
-            print(json.dumps(results[key]))
+    if "generation_speed" in results:
+        print(json.dumps(results["generation_speed"]))
     for name, goal in results.get("goals", {}).items():
         print(f"{'MET ' if goal['met'] else 'MISS'} {name}: {goal['value']:.3f} (target {goal['target']:.3f})")
     print(f"{results['device']}: adapt {results['seconds']['adapt']:.0f} s; MLflow {results['mlflow']['tracking_uri']}")

@@ -4,26 +4,17 @@ itself is pipelines/sweep.py's, tested in tests/sweeps)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.loading import load_benchmark
 from tests.pipelines.plot_checks import assert_plot
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def recovery():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("recovery_benchmark", ROOT / "benchmarks" / "recovery.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("recovery")
 
 
 def _results():
