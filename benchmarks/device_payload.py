@@ -1,5 +1,8 @@
-"""What the GPU recovery run (``benchmarks/recovery_gpu.py``) needs on the lent GPU machine, in two loads that each fit
-what travels there (64 MiB a call, the repository included), and its unpacking there.
+"""The embedded default's weights, corpora and a trained tokenizer on the lent GPU machine, in two loads that each fit
+what travels there (64 MiB a call, the repository included), and their unpacking there. The GPU recovery runs at
+0201e40 and 99bd259 used it. ``benchmarks/recovery_gpu.py`` now runs ``vocadapt adapt``, which also needs Ray and
+MLflow there; those are not staged here (Ray's wheel alone is larger than one call carries: DEVELOPERS.md, "On a GPU
+machine").
 
 The lent machine has no package index and no model hub, and the embedded default's fp32 weights (538 MB) do not
 travel; the Q4_1 GGUF they are dequantised from (98 MB) does, cut in two parts, one per call, and the weights are
@@ -123,12 +126,14 @@ def unpack_second() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("step", choices=["stage", "unpack-first", "unpack-second"])
-    parser.add_argument("--tokenizer", type=Path, help="stage: the trained 16K Italian BPE folder")
+    parser.add_argument("--tokenizer", type=Path, help="stage: the trained 16K Italian BPE folder (the GPU config's "
+                        "tokenizer.pretrained there: /tmp/vocadapt-home/tokenizer-trained)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.step == "stage":
         if not args.tokenizer:
-            raise SystemExit("stage needs --tokenizer DIR (benchmarks/recovery.py writes <out>/tokenizer-trained)")
+            raise SystemExit("stage needs --tokenizer DIR: a trained 16K Italian BPE folder (`vocadapt tokenizer "
+                             "train`, or the tokenizer an adapt run of configs/italian-smollm2-gpu.yaml trained)")
         stage(args.tokenizer)
     elif args.step == "unpack-first":
         unpack_first()
