@@ -1,18 +1,23 @@
-"""LAPT on Ray Train with two CPU workers: the results, MLflow, a killed worker under DeepSpeed ZeRO-2. The Italian
-stream is a streaming Hugging Face dataset, so the killed run also resumes it from the dataset's saved state.
+"""LAPT on Ray Train with two CPU workers: the results, MLflow, a killed worker under DeepSpeed ZeRO-2, and the
+energy and CO2 the workers measure (kept across the restart, logged by `vocadapt lapt`). The Italian stream is a
+streaming Hugging Face dataset, so the killed run also resumes it from the dataset's saved state.
 
 One local Ray cluster serves the module. Starting a worker group costs 20-40 s on two busy cores (and the first
-DeepSpeed run on a machine compiles a communication op, ~2 min, cached after), so there are three runs: plain DDP,
-DeepSpeed ZeRO-2 with a worker killed mid-run, and a rerun under the same name.
+DeepSpeed run on a machine compiles a communication op, ~2 min, cached after), so there are four runs: plain DDP,
+DeepSpeed ZeRO-2 with the worker holding the node's energy meter killed mid-run, a rerun under the same name, and
+`vocadapt lapt` from the command line.
 """
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
+from tests.training.ray_lapt_world import (hooked_train_loop, kill_once, lapt_inputs, lapt_settings,
+                                            streaming_italian, write_lapt_world)
+from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -31,75 +36,19 @@ def ray_cluster():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """A tiny model folder (with its tokenizer) and Italian / English text files."""
-    root = tmp_path_factory.mktemp("lapt-world")
-    tokenizer = make_tokenizer()
-    make_model(len(tokenizer)).save_pretrained(root / "model")
-    tokenizer.save_pretrained(root / "model")
-    (root / "it.txt").write_text("\n".join(ITALIAN * 4), encoding="utf-8")
-    for part in range(2):  # the same Italian as a streaming dataset of two JSON Lines files
-        (root / f"it-{part}.jsonl").write_text(
-            "".join(json.dumps({"text": text}) + "\n" for text in (ITALIAN * 4)[part * 16 : part * 16 + 16]),
-            encoding="utf-8")
-    (root / "en.txt").write_text("\n".join(ENGLISH * 4), encoding="utf-8")
-    return root
+    """A tiny model folder (with its tokenizer) and Italian / English text files, the Italian also as JSON Lines."""
+    return write_lapt_world(tmp_path_factory.mktemp("lapt-world"), streaming=True)
 
 
 def _settings(world, **kwargs):
     """The target stream is a streaming Hugging Face dataset (local JSON Lines); the source stream a text file."""
-    italian = {"dataset": "json", "data_files": [str(world / f"it-{part}.jsonl") for part in range(2)],
-               "streaming": True}
-    options = dict(max_steps=6, batch_size=2, sequence_length=16, learning_rate=1e-2, warmup_steps=1,
-                   num_workers=2, checkpoint_every=2, log_every=1, eval_every=3, datasets={"target": italian})
-    options.update(kwargs)
-    return options
-
-
-def _inputs(world, name, **kwargs):
-    return dict(target_files=[world / "it.txt"], source_files=[world / "en.txt"],
-                eval_documents={"target": ITALIAN[:2], "source": ENGLISH[:2]}, output_dir=world / name,
-                run_name=name, storage_path=world / "ray", **kwargs)
+    return lapt_settings(datasets={"target": streaming_italian(world)}, **kwargs)
 
 
 def _run(world, name, settings, **kwargs):
     from vocadapt.platform.ray_train import run_lapt_on_ray
 
-    return run_lapt_on_ray(world / "model", world / "model", settings, **_inputs(world, name, **kwargs))
-
-
-def _worker_killed_once(rank: int, step: int, marker: str):
-    """The production train loop, except that worker ``rank`` kills itself (SIGKILL) right after optimizer step
-    ``step``, once: the marker file it writes first keeps the restarted worker alive. A closure, so Ray's
-    cloudpickle sends it by value instead of by a module path the workers would have to import."""
-
-    def train_loop(config: dict) -> None:
-        import os
-        from pathlib import Path
-
-        import ray.train
-
-        from vocadapt.components import training
-        from vocadapt.platform.lapt_worker import lapt_worker
-
-        train_lapt = training.train_lapt
-
-        def killing_train_lapt(*args, step_hook, **kwargs):
-            def hook(done: int, metrics: dict) -> None:
-                step_hook(done, metrics)
-                here = ray.train.get_context().get_world_rank()
-                if here == rank and done == step and not Path(marker).exists():
-                    Path(marker).write_text(str(os.getpid()), encoding="utf-8")
-                    os.kill(os.getpid(), 9)
-
-            return train_lapt(*args, step_hook=hook, **kwargs)
-
-        training.train_lapt = killing_train_lapt  # this worker process only
-        try:
-            lapt_worker(config)
-        finally:
-            training.train_lapt = train_lapt
-
-    return train_loop
+    return run_lapt_on_ray(world / "model", world / "model", settings, **lapt_inputs(world, name, **kwargs))
 
 
 @pytest.fixture(scope="module")
@@ -122,10 +71,11 @@ def test_two_workers_train_mix_and_save_a_model(uninterrupted):
     AutoTokenizer.from_pretrained(result.model_dir)
 
 
-def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world, uninterrupted, tmp_path):
-    """ZeRO-2 on gloo, worker 1 killed (SIGKILL) after step 3; Ray restarts the group from the step-2 checkpoint.
-    The curve matches the uninterrupted DDP run of the same seed: same data (the streaming dataset resumed from
-    its saved state), same AdamW, same schedule."""
+def test_killed_deepspeed_worker_resumes_with_the_same_curve_and_energy(ray_cluster, world, uninterrupted, tmp_path):
+    """ZeRO-2 on gloo, worker 0 (the one holding the node's energy meter) killed (SIGKILL) after step 3; Ray
+    restarts the group from the step-2 checkpoint. The curve matches the uninterrupted DDP run of the same seed:
+    same data (the streaming dataset resumed from its saved state), same AdamW, same schedule; the step-2
+    checkpoint holds the energy measured so far, and the final figure includes it."""
     from mlflow.tracking import MlflowClient
 
     from vocadapt.platform.ray_train import fit_lapt, plan_lapt
@@ -136,9 +86,11 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world,
     run_id = client.create_run(experiment).info.run_id
     marker = tmp_path / "killed"
     zero2 = _settings(world, deepspeed={"enabled": True, "zero_stage": 2})
-    plan = plan_lapt(world / "model", world / "model", zero2,
-                     **_inputs(world, "killed", tracking_uri=uri, mlflow_run_id=run_id))
-    resumed = fit_lapt(_worker_killed_once(rank=1, step=3, marker=str(marker)), plan)
+    plan = plan_lapt(world / "model", world / "model", zero2, energy_country="ITA",
+                     **lapt_inputs(world, "killed", tracking_uri=uri, mlflow_run_id=run_id))
+    # Ray Train's controller collects reported checkpoints by polling the workers: rank 0 killed milliseconds after
+    # reporting one takes it along, and the group restarts from scratch; it waits 5 s before dying
+    resumed = fit_lapt(hooked_train_loop(kill_once(rank=0, step=3, marker=str(marker), pause=5)), plan)
     assert marker.exists()  # the worker really died at step 3, after the step-2 checkpoint
     assert [step for step, _ in resumed.series("loss")] == [1, 2, 3, 4, 5, 6]
     for (_, a), (_, b) in zip(uninterrupted.series("loss"), resumed.series("loss")):
@@ -146,5 +98,55 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve(ray_cluster, world,
     logged = [m.step for m in client.get_metric_history(run_id, "lapt_loss")]
     assert sorted(logged) == [1, 2, 3, 4, 5, 6]  # no step counted twice in MLflow
     assert client.get_metric_history(run_id, "lapt_bits_per_byte_target")
+    energy = resumed.energy
+    assert energy["before_restart_kwh"] > 0, "the first attempt's energy was lost"
+    assert energy["kwh"] > energy["before_restart_kwh"]
     again = _run(world, "killed", zero2)  # same name: the finished run is found, not retrained
     assert again.steps == 6 and again.series("loss") == resumed.series("loss")
+
+
+def test_vocadapt_lapt_logs_the_workers_energy(ray_cluster, tmp_path, fixture_corpora, monkeypatch):
+    """`vocadapt lapt` (on this module's cluster) records its energy and CO2: measured in the workers (one meter
+    per node), summed over nodes, returned with the trained model and logged on the run; nothing written in the
+    working folder."""
+    from codecarbon.input import DataSource
+    from mlflow.tracking import MlflowClient
+
+    from vocadapt.cli.app import app
+    from vocadapt.platform import ray_train
+
+    corpora = {key: Path(path) for key, path in fixture_corpora.items()}
+    model = build_source_model(tmp_path / "model", [corpora["en.train"]])
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    returned, collect = [], ray_train._collect
+
+    def keep_result(*args):  # the LaptRunResult the command gets, to compare with what it logged
+        returned.append(collect(*args))
+        return returned[-1]
+
+    monkeypatch.setattr(ray_train, "_collect", keep_result)
+    overrides = tiny_config_overrides(model, corpora, tmp_path, **{
+        "lapt.max_steps": "2", "lapt.batch_size": "2", "lapt.sequence_length": "16", "lapt.num_workers": "2",
+        "lapt.eval_every": "2", "tracking.country_iso_code": "FRA", "evaluation.max_documents": "2"})
+    result = CliRunner().invoke(app, ["lapt", "--model", str(model), *(a for o in overrides for a in ("--set", o))],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+
+    energy = returned[-1].energy  # what the workers sent back with the model
+    assert energy["stage"] == "lapt" and energy["country_iso_code"] == "FRA" and energy["kwh"] > 0
+    # two workers on one node: local rank 0 measured the machine once, the other worker added nothing
+    assert energy["mode"].endswith("meters summed: 1") and "cpu:" in energy["mode"]
+    grid = DataSource().get_global_energy_mix_data()["FRA"]["carbon_intensity"]
+    assert energy["kg_co2eq"] * 1000 / energy["kwh"] == pytest.approx(grid, rel=1e-6)
+
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
+    metrics, tags = run.data.metrics, run.data.tags
+    assert metrics["energy.lapt.kwh"] == pytest.approx(energy["kwh"]) == pytest.approx(metrics["energy.total.kwh"])
+    assert metrics["emissions.lapt.kg_co2eq"] == pytest.approx(energy["kg_co2eq"])
+    assert tags["vocadapt.energy_country"] == "FRA" and tags["vocadapt.energy_mode"] == energy["mode"]
+    assert not list(work.iterdir()), "something was written in the working folder"
