@@ -49,9 +49,13 @@ class LaptRequest:
         ``lapt.teacher`` or the source model, decided and checked once, in Ray's plan (:func:`check_teacher`)."""
         from vocadapt.platform.ray_train import run_lapt_on_ray
 
+        from vocadapt.pipelines.vocabulary_steps import lapt_language_files
+
         config = self.config
+        streams = lapt_language_files(config, self.inputs)  # several target languages: a stream each
+        settings = config.lapt if streams is None else config.lapt.model_copy(update={"train_files": streams})
         return run_lapt_on_ray(
-            self.model_dir, self.model_dir, config.lapt, target_files=list(self.inputs.target_train),
+            self.model_dir, self.model_dir, settings, target_files=list(self.inputs.target_train),
             source_files=list(self.inputs.source_train),
             eval_documents={stream: documents for stream, documents in self.held_out.items() if documents},
             output_dir=self.output_dir or self.workdir / "lapt", run_name=self.run_name,

@@ -261,6 +261,9 @@ def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Con
         ("source-language training", inputs.source_train, config.target.source_language, 1),
         ("source-language held-out", inputs.source_validation, config.target.source_language, 1),
     ]
+    for language, (train, validation) in inputs.further_languages.items():  # target.languages after the first
+        checks += [(f"target training {language}", train, language, config.corpus.min_lines),
+                   (f"target held-out {language}", validation, language, 1)]
     for role, files, language, min_lines in checks:
         if not files:
             continue
@@ -299,7 +302,8 @@ def check_out_of_domain_unseen(config: ExperimentConfig, inputs: ResolvedInputs,
     documents = out_of_domain_for_config(config)
     if not documents:
         return
-    files = list(dict.fromkeys([*inputs.target_train, *inputs.source_train,
+    further = [path for train, _ in inputs.further_languages.values() for path in train]
+    files = list(dict.fromkeys([*inputs.target_train, *further, *inputs.source_train,
                                 *(Path(name) for names in ((config.lapt.train_files or {}).values()
                                                            if config.lapt.runs else ()) for name in names)]))
     paragraphs = [(stream, text) for stream, texts in documents.items() for text in texts]

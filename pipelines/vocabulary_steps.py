@@ -31,6 +31,8 @@ def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cach
 
     if config.init.mode == "trim":
         return trim_source_tokenizer(config, inputs, source_tokenizer, workdir)
+    if config.target.multilingual:
+        return several_languages_tokenizer(config, inputs, source_tokenizer, workdir)
     settings = tokenizer_settings_for(config.target.language, config.tokenizer.kind)
 
     def train(out_dir: Path):
@@ -58,12 +60,73 @@ def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cach
     return change.tokenizer, change, tokenizer_dir
 
 
+def several_languages_tokenizer(config, inputs, source_tokenizer, workdir: Path):
+    """target.languages: replacement trains one tokenizer on a balanced mix of every language's training text
+    (``mix.balanced_mix``: the same number of lines from each, up to tokenizer.max_training_lines in all);
+    expansion trains one tokenizer per language and adds tokenizer.expand_top_k new tokens (None: every candidate)
+    split across the languages by tokenizer.budget_rule (``multilingual.expand_for_languages``), protecting the
+    source language as a one-language expansion does."""
+    from vocadapt.components.tokenizers.train import train_tokenizer, train_tokenizer_from_iterator
+
+    languages = config.target.languages
+    files = inputs.target_train_by_language(config.target.language)
+    common = dict(vocab_size=config.tokenizer.vocab_size, min_frequency=config.tokenizer.min_frequency,
+                  seed=config.seed, like=source_tokenizer)
+    if config.init.mode == "replace":
+        from vocadapt.components.tokenizers.mix import balanced_mix
+        from vocadapt.components.tokenizers.replace import replace_vocabulary
+
+        lines = balanced_mix({language: read_documents(files[language], None) for language in languages},
+                             config.tokenizer.max_training_lines, config.seed)  # fmt: skip
+        trained = train_tokenizer_from_iterator(lines, out_dir=workdir / "tokenizer-trained",
+                                                corpus_name=f"the {'+'.join(languages)} mix",
+                                                **_mixed_settings(languages, config.tokenizer.kind), **common)
+        change = replace_vocabulary(source_tokenizer, trained)
+    else:
+        from vocadapt.components.tokenizers.expand import protected_source_text
+        from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
+        from vocadapt.components.tokenizers.multilingual import expand_for_languages
+
+        auxiliary = {language: train_tokenizer(
+            list(files[language]), out_dir=workdir / "tokenizer-trained" / language,
+            max_lines=config.tokenizer.max_training_lines, **tokenizer_settings_for(language, config.tokenizer.kind),
+            **common) for language in languages}  # fmt: skip
+        documents = {language: read_documents(files[language], config.tokenizer.max_training_lines)
+                     for language in languages}  # fmt: skip
+        protect = read_documents(inputs.source_train, config.tokenizer.protect_lines) if inputs.source_train else []
+        lexicon = inputs.source_lexicon.read_text(encoding="utf-8").split() if inputs.source_lexicon else None
+        guard = protected_source_text(source_tokenizer, protect, lexicon) if protect or lexicon else None
+        change = expand_for_languages(source_tokenizer, auxiliary, documents, config.tokenizer.expand_top_k,
+                                      rule=config.tokenizer.budget_rule, protect=guard)
+    tokenizer_dir = workdir / "tokenizer"
+    change.tokenizer.save_pretrained(tokenizer_dir)
+    shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
+    return change.tokenizer, change, tokenizer_dir
+
+
+def _mixed_settings(languages, kind: str) -> dict:
+    """One tokenizer for several scripts: a sentencepiece kind where any language needs one (spaceless scripts,
+    abugidas), with the lowest character coverage any of them asks for (a large alphabet's); else byte-level BPE."""
+    from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
+
+    settings = [tokenizer_settings_for(language, kind) for language in languages]
+    spm = [entry for entry in settings if entry["kind"].startswith("spm")]
+    if not spm:
+        return settings[0]
+    chosen = dict(spm[0])
+    coverages = [entry["character_coverage"] for entry in spm if entry.get("character_coverage") is not None]
+    if coverages:
+        chosen["character_coverage"] = min(coverages)
+    return chosen
+
+
 def trim_source_tokenizer(config, inputs, source_tokenizer, workdir: Path):
     """init.mode trim: the source tokenizer cut to the tokens the target- and source-language training text uses
     (nothing is trained; every kept token keeps its source row)."""
     from vocadapt.components.tokenizers.trim import trim_tokenizer
 
-    documents = read_documents(tuple(inputs.target_train) + tuple(inputs.source_train or ()),
+    further = tuple(path for train, _ in inputs.further_languages.values() for path in train)
+    documents = read_documents(tuple(inputs.target_train) + further + tuple(inputs.source_train or ()),
                                config.tokenizer.max_training_lines)
     change = trim_tokenizer(source_tokenizer, documents, min_count=config.tokenizer.trim_min_count,
                             size=config.tokenizer.trim_size)
@@ -132,3 +195,36 @@ def initialise_method(
     )
     return model, dict(model.config.vocadapt_init)
 
+
+
+def language_streams(config: ExperimentConfig) -> list[tuple[str, str]]:
+    """(held-out stream, language) of every language a run measures: ``target`` (the first target language), a
+    ``target_<code>`` stream for each further one of target.languages, and ``source``. Metrics name the stream
+    (``bpb_target_de_zero_shot``) or the language (``fertility.target_tokenizer.de.tokens_per_word``)."""
+    from vocadapt.components.training.settings import language_stream
+
+    primary = config.target.language
+    further = [(language_stream(language, primary), language) for language in config.target.languages[1:]]
+    return [("target", primary), *further, ("source", config.target.source_language)]
+
+
+def further_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, list[str]]:
+    """Held-out documents of target.languages after the first, per ``target_<code>`` stream ({} for one language)."""
+    from vocadapt.components.training.settings import language_stream
+
+    return {language_stream(language, config.target.language): read_documents(validation,
+                                                                               config.evaluation.max_documents)
+            for language, (_, validation) in inputs.further_languages.items()}  # fmt: skip
+
+
+def lapt_language_files(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, list[str]] | None:
+    """LAPT files per stream with several target languages: ``target`` (the first), ``target_<code>`` for each
+    further one (lapt.mixing shares them), ``source``; None with one language or where lapt.train_files is set."""
+    from vocadapt.components.training.settings import language_stream
+
+    if not inputs.further_languages or config.lapt.train_files is not None:
+        return None
+    files = {"target": [str(path) for path in inputs.target_train]}
+    for language, (train, _) in inputs.further_languages.items():
+        files[language_stream(language, config.target.language)] = [str(path) for path in train]
+    return files | {"source": [str(path) for path in inputs.source_train]}

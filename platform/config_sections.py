@@ -8,7 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.training.documents import DatasetSource
-from vocadapt.components.training.settings import STREAMS, LaptSettings
+from vocadapt.components.training.settings import LaptSettings, is_stream
 from vocadapt.components.typed_settings import StrictSettings
 
 
@@ -75,9 +75,10 @@ class LaptSection(LaptSettings, Section):
     @field_validator("train_files", "datasets")
     @classmethod
     def _streams(cls, streams: dict | None) -> dict | None:
-        unknown = set(streams or {}) - set(STREAMS)
+        unknown = [name for name in streams or {} if not is_stream(name)]
         if unknown:
-            raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source'")
+            raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source' (and 'target_<code>' for "
+                             "each further language of target.languages)")
         return streams
 
     @model_validator(mode="after")

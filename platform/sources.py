@@ -7,7 +7,7 @@ leave nothing behind.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vocadapt.components.errors import UserError
@@ -26,11 +26,24 @@ class ResolvedInputs:
     embedded: bool
     source_lexicon: Path | None = None  # a source-language word list protected by vocabulary expansion
     target_tokenizer: str | None = None  # tokenizer.pretrained: a folder or hub name used instead of training one
+    # target.languages after the first: language -> (training files, held-out files); target_* are the first's
+    further_languages: dict[str, tuple[tuple[Path, ...], tuple[Path, ...]]] = field(default_factory=dict)
 
     @property
     def corpus_files(self) -> tuple[Path, ...]:
         """Every corpus file whose bytes define the experiment (for the corpus sha256)."""
-        return self.target_train + self.target_validation + self.source_train + self.source_validation
+        further = tuple(path for train, validation in self.further_languages.values() for path in train + validation)
+        return self.target_train + self.target_validation + self.source_train + self.source_validation + further
+
+    def target_train_by_language(self, primary: str) -> dict[str, tuple[Path, ...]]:
+        """Training files per target language, the first (``primary``, the config's target.language) first."""
+        return {primary: self.target_train, **{language: train for language, (train, _) in
+                                               self.further_languages.items()}}  # fmt: skip
+
+    def target_validation_by_language(self, primary: str) -> dict[str, tuple[Path, ...]]:
+        """Held-out files per target language, the first (``primary``) first."""
+        return {primary: self.target_validation, **{language: validation for language, (_, validation) in
+                                                    self.further_languages.items()}}  # fmt: skip
 
 
 def resolve_inputs(config: ExperimentConfig) -> ResolvedInputs:
@@ -66,9 +79,17 @@ def resolve_inputs(config: ExperimentConfig) -> ResolvedInputs:
             raise UserError(f"tokenizer.pretrained {pretrained!r} is not a directory; give a folder with tokenizer "
                             "files (tokenizer.json or tokenizer.model), a hub name, or null to train one")  # fmt: skip
         pretrained = str(Path(pretrained).expanduser())
+    further = {}
+    for language in config.target.languages[1:]:  # several target languages: the first's are target_*
+        if config.corpus.train == "embedded":
+            further[language] = ((assets.corpus(language, "train"),), (assets.corpus(language, "validation"),))
+        else:
+            files = config.corpus.languages[language]
+            further[language] = (_existing(f"corpus.languages.{language}.train", files.train),
+                                 _existing(f"corpus.languages.{language}.validation", files.validation))
     return ResolvedInputs(
         source_model, target_train, target_validation, source_train, source_validation, assets is not None,
-        _source_lexicon(config, assets), pretrained,
+        _source_lexicon(config, assets), pretrained, further,
     )
 
 
@@ -104,7 +125,7 @@ def word_list_path(named: str | None, language: str, field: str, assets=None) ->
 def _embedded_assets(config: ExperimentConfig):
     from vocadapt.platform.assets import load_assets
 
-    languages = tuple(dict.fromkeys([config.target.language, config.target.source_language]))
+    languages = tuple(dict.fromkeys([*config.target.languages, config.target.source_language]))
     try:
         return load_assets(languages=languages)
     except FileNotFoundError as error:

@@ -8,6 +8,7 @@ name (:class:`~vocadapt.components.typed_settings.StrictSettings`).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
@@ -19,6 +20,18 @@ Objective = Literal["clm", "mtp", "distill", "clm+distill", "mtp+distill"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
 STREAMS = ("target", "source")
+# with several target languages, the first is the ``target`` stream and each further one ``target_<code>``
+_LANGUAGE_STREAM = re.compile(r"^target_[a-z]{2,3}(-[a-z]{2,4})?$")
+
+
+def is_stream(name: str) -> bool:
+    """``target``, ``source`` or ``target_<language code>`` (a further target language: ``target_de``)."""
+    return name in STREAMS or bool(_LANGUAGE_STREAM.match(name))
+
+
+def language_stream(language: str, primary: str) -> str:
+    """The stream name of one target language: ``target`` for the primary (first) one, else ``target_<code>``."""
+    return "target" if language == primary else f"target_{language.lower()}"
 
 
 class LaptSettings(StrictSettings):
@@ -162,9 +175,10 @@ class LaptSettings(StrictSettings):
     @field_validator("mixing")
     @classmethod
     def _mixing(cls, mixing: dict[str, float]) -> dict[str, float]:
-        unknown = set(mixing) - set(STREAMS)
+        unknown = [name for name in mixing if not is_stream(name)]
         if unknown:
-            raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source'")
+            raise ValueError(f"unknown streams {sorted(unknown)}; use 'target' and 'source' (and 'target_<code>' "
+                             "for each further language of target.languages)")
         if any(v < 0 for v in mixing.values()) or abs(sum(mixing.values()) - 1.0) > 1e-6:
             raise ValueError(f"shares must be non-negative and sum to 1, got {mixing}")
         return mixing
