@@ -187,13 +187,14 @@ def load_model(path: Path, what: str = "model"):
 
 
 def registered_model_name(config: ExperimentConfig) -> str:
-    """``vocadapt-<lang>-<short model name>``, e.g. vocadapt-it-smollm2-135m."""
+    """``vocadapt-<lang>-<short model name>``, e.g. vocadapt-it-smollm2-135m; with several target languages every
+    code, in order (vocadapt-it-de-ru-smollm2-135m), so the model is not registered under one language's name."""
     if config.source.model == EMBEDDED_MODEL:
         short = "smollm2-135m"
     else:
         short = Path(config.source.model.rstrip("/")).name.lower()
     short = re.sub(r"[^a-z0-9.-]+", "-", short).strip("-")
-    return f"vocadapt-{config.target.language}-{short}"
+    return f"vocadapt-{'-'.join(config.target.languages)}-{short}"
 
 
 __all__ = ["HUB_MODEL_FILES", "check_model_folder", "load_causal_lm", "load_checkpoint_tokenizer", "load_model",
