@@ -26,7 +26,8 @@ import pytest
 
 from tests.mlflow_server import free_port, mlflow_server
 from tests.s3_server import object_keys, s3_server
-from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
+from tests.training.lapt_tiny_world import ITALIAN
+from tests.training.ray_lapt_world import hooked_train_loop, lapt_inputs, lapt_settings, write_lapt_world
 
 # Runs in its own pytest process (tests/training/test_multinode_process.py starts it with this variable set), so
 # no Ray session of the suite's earlier modules is in the process that drives this cluster.
@@ -156,74 +157,60 @@ def cluster(services, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("multinode-world")
-    tokenizer = make_tokenizer()
-    make_model(len(tokenizer)).save_pretrained(root / "model")
-    tokenizer.save_pretrained(root / "model")
-    (root / "it.txt").write_text("\n".join(ITALIAN * 4), encoding="utf-8")
-    (root / "en.txt").write_text("\n".join(ENGLISH * 4), encoding="utf-8")
-    return root
+    return write_lapt_world(tmp_path_factory.mktemp("multinode-world"))
 
 
 def _plan(world: Path, name: str, tracking_uri: str, run_id: str):
     from vocadapt.platform.ray_train import plan_lapt
 
-    settings = dict(max_steps=6, batch_size=2, sequence_length=16, learning_rate=1e-2, warmup_steps=1, num_workers=2,
-                    checkpoint_every=2, log_every=1, eval_every=6, max_failures=2,
-                    deepspeed={"enabled": True, "zero_stage": 2})
-    return plan_lapt(world / "model", world / "model", settings, target_files=[world / "it.txt"],
-                     source_files=[world / "en.txt"], eval_documents={"target": ITALIAN[:2]},
-                     output_dir=world / name, run_name=name, storage_path=f"s3://{BUCKET}/multinode",
-                     tracking_uri=tracking_uri, mlflow_run_id=run_id, worker_resources={NODE_RESOURCE: 1})
+    settings = lapt_settings(eval_every=6, max_failures=2, deepspeed={"enabled": True, "zero_stage": 2})
+    return plan_lapt(world / "model", world / "model", settings, **lapt_inputs(
+        world, name, eval_documents={"target": ITALIAN[:2]}, storage_path=f"s3://{BUCKET}/multinode",
+        tracking_uri=tracking_uri, mlflow_run_id=run_id, worker_resources={NODE_RESOURCE: 1}))
 
 
-def _train_loop(attempts: str, doomed: str, run_uri: str):
-    """The production train loop, recording each worker's node and the checkpoint it starts from; rank 1 of the
-    first attempt, after step 3, waits until the controller has registered the step-2 checkpoint (its snapshot in
-    the bucket names it), writes ``doomed`` with its node id and sleeps until its node is killed. A closure, so
-    Ray's cloudpickle sends it by value."""
+def _record_attempt(attempts: str):
+    """An ``on_start`` hook: each worker appends its rank, node and the checkpoint it starts from to ``attempts``."""
 
-    def train_loop(config: dict) -> None:
+    def on_start() -> None:
         import json
+
+        import ray
+        import ray.train
+
+        checkpoint = ray.train.get_checkpoint()
+        with open(attempts, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"rank": ray.train.get_context().get_world_rank(),
+                                  "node": ray.get_runtime_context().get_node_id(),
+                                  "checkpoint": checkpoint.path if checkpoint else None}) + "\n")
+
+    return on_start
+
+
+def _stall_once(doomed: str, run_uri: str):
+    """An ``after_step`` hook: rank 1, after step 3 of the first attempt, waits until the controller has registered
+    the step-2 checkpoint (its snapshot in the bucket names it), writes ``doomed`` with its node id and sleeps until
+    its node is killed."""
+
+    def after_step(done: int) -> None:
         import time
         from pathlib import Path
 
         import ray
         import ray.train
 
-        from vocadapt.components import training
-        from vocadapt.platform.lapt_worker import lapt_worker
         from vocadapt.platform.storage import locate
 
-        rank = ray.train.get_context().get_world_rank()
-        checkpoint = ray.train.get_checkpoint()
-        node = ray.get_runtime_context().get_node_id()
-        with open(attempts, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"rank": rank, "node": node, "checkpoint": checkpoint.path if checkpoint else None})
-                      + "\n")
-        train_lapt = training.train_lapt
+        if ray.train.get_context().get_world_rank() == 1 and done == 3 and not Path(doomed).exists():
+            snapshot = locate(run_uri) / "checkpoint_manager_snapshot.json"
+            for _ in range(600):
+                if snapshot.is_file() and "step-000002" in snapshot.read_text():
+                    break
+                time.sleep(0.2)
+            Path(doomed).write_text(ray.get_runtime_context().get_node_id(), encoding="utf-8")
+            time.sleep(300)  # the test kills this node
 
-        def waiting_train_lapt(*args, step_hook, **kwargs):
-            def hook(done: int, metrics: dict) -> None:
-                step_hook(done, metrics)
-                if rank == 1 and done == 3 and not Path(doomed).exists():
-                    snapshot = locate(run_uri) / "checkpoint_manager_snapshot.json"
-                    for _ in range(600):
-                        if snapshot.is_file() and "step-000002" in snapshot.read_text():
-                            break
-                        time.sleep(0.2)
-                    Path(doomed).write_text(node, encoding="utf-8")
-                    time.sleep(300)  # the test kills this node
-
-            return train_lapt(*args, step_hook=hook, **kwargs)
-
-        training.train_lapt = waiting_train_lapt
-        try:
-            lapt_worker(config)
-        finally:
-            training.train_lapt = train_lapt
-
-    return train_loop
+    return after_step
 
 
 def _kill_the_doomed_node(cluster: Cluster, doomed: Path, killed: list[str]) -> threading.Thread:
@@ -261,7 +248,9 @@ def test_lapt_survives_losing_a_node_and_resumes_from_the_s3_checkpoint(services
     attempts, doomed, killed = tmp_path / "attempts.jsonl", tmp_path / "doomed", []
     watcher = _kill_the_doomed_node(cluster, doomed, killed)
     plan = _plan(world, "node-lost", tracking_uri, run_id)
-    resumed = fit_lapt(_train_loop(str(attempts), str(doomed), f"s3://{BUCKET}/multinode/node-lost"), plan)
+    train_loop = hooked_train_loop(_stall_once(str(doomed), f"s3://{BUCKET}/multinode/node-lost"),
+                                   on_start=_record_attempt(str(attempts)))
+    resumed = fit_lapt(train_loop, plan)
     watcher.join(timeout=5)
 
     records = [json.loads(line) for line in attempts.read_text(encoding="utf-8").splitlines()]
