@@ -72,7 +72,9 @@ def collect(tracking_uri: str, sweep_run_id: str) -> dict:
                     parent, "source_model.")
             for method in children(adapt.info.run_id):
                 metrics = method.data.metrics
-                params = json.loads(trial.data.tags.get("vocadapt.sweep.params", "{}"))
+                fixed = {key: adapt.data.params[key] for key in ("init.mode", "lapt.objective")
+                         if key in adapt.data.params}  # the run's own, where the sweep does not vary them
+                params = fixed | json.loads(trial.data.tags.get("vocadapt.sweep.params", "{}"))
                 curve = [(point.step, point.value) for point in sorted(
                     client.get_metric_history(method.info.run_id, "lapt_bits_per_byte_target"),
                     key=lambda point: point.step)]
