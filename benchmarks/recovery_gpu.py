@@ -50,7 +50,8 @@ TINY_SIZES = {"lapt.max_tokens": "null", "lapt.max_steps": "2", "lapt.batch_size
               "lapt.checkpoint_every": "0", "lapt.cpus_per_worker": "1", "lapt.head_fit_tokens": "512",
               "tokenizer.vocab_size": "700", "tokenizer.expand_top_k": "40", "evaluation.max_documents": "16",
               "evaluation.max_length": "64", "evaluation.batch_size": "8", "evaluation.side_by_side_items": "6",
-              "evaluation.max_new_tokens": "8"}
+              "evaluation.max_new_tokens": "8", "evaluation.out_of_domain_documents": "16",
+              "evaluation.equal_content_characters": "120", "evaluation.equal_content_repeats": "1"}
 ITALIAN_PROMPTS = ["La capitale d'Italia è", "Per inserire una tabella nel documento,", "In principio Dio creò",
                    "Il comando Formato consente di"]
 SCORES = {  # the report's names -> the product's metric names (side-by-side, without the source_model. prefix)
