@@ -121,3 +121,31 @@ def export_registered(uri: str, out_path: Path, quant: str, tracking_uri: str | 
     client.set_model_version_tag(model.name, str(model.version), f"vocadapt.gguf.{quant}.artifact",
                                  f"runs:/{version.run_id}/{artifact}")
     return RegisteredExport(exported, model.name, model.version, version.run_id, artifact)
+
+
+def require_exported_gguf(client, name: str, version: int, quant: str) -> str:
+    """The ``runs:/`` URI of version ``version``'s exported GGUF at ``quant`` (``any``: the first of f16, q8_0,
+    q4_k_m there is), as ``vocadapt export`` logs it: its sha256 tag set and the file among the run's artifacts.
+    ``UserError`` naming what is missing and the export command otherwise."""
+    from vocadapt.components.export.gguf import QUANTS
+
+    if quant != "any" and quant not in QUANTS:
+        raise UserError(f"--require-gguf {quant!r}: choose one of {', '.join(QUANTS)}, or any")
+    tags = client.get_model_version(name, str(version)).tags
+    missing = []
+    for wanted in QUANTS if quant == "any" else (quant,):
+        digest = tags.get(f"vocadapt.gguf.{wanted}.sha256")
+        artifact = tags.get(f"vocadapt.gguf.{wanted}.artifact", "")
+        if not digest or not artifact.startswith("runs:/"):
+            missing.append(f"{wanted}: no tags vocadapt.gguf.{wanted}.sha256 and .artifact")
+            continue
+        run_id, _, path = artifact.removeprefix("runs:/").partition("/")
+        listed = {entry.path: entry for entry in client.list_artifacts(run_id, str(Path(path).parent))}
+        if path not in listed or not listed[path].file_size:
+            missing.append(f"{wanted}: tagged {artifact}, but run {run_id} has no such artifact")
+            continue
+        return artifact
+    export = f"vocadapt export models:/{name}/{version} --format gguf --quant {'f16' if quant == 'any' else quant}"
+    raise UserError(f"{name} version {version} has no exported GGUF logged with its sha256 ({'; '.join(missing)}), "
+                    f"and --require-gguf {quant} asks for one; export it first (`{export}`), then promote again. "
+                    "No alias was moved")

@@ -47,6 +47,10 @@ def register(app: typer.Typer) -> None:
             "recorded on the version when a sweep registered it, else the default gates."
         ),
         tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="Default: $MLFLOW_TRACKING_URI."),
+        require_gguf: Optional[str] = typer.Option(
+            None, "--require-gguf", help="f16, q8_0, q4_k_m or any: refuse unless the version has that GGUF "
+            "logged with its sha256 (by `vocadapt export models:/NAME/VERSION`)."
+        ),
     ) -> None:
         """Check the promotion gates against the version's logged metrics; move the alias only if all pass.
 
@@ -58,13 +62,26 @@ def register(app: typer.Typer) -> None:
         from vocadapt.platform.registry import explain_mlflow_error, gate_table, promote, registry_client
 
         with user_errors():
+            if require_gguf is not None:
+                from vocadapt.components.export.gguf import QUANTS
+
+                if require_gguf not in (*QUANTS, "any"):
+                    raise UserError(f"--require-gguf {require_gguf!r}: choose one of {', '.join(QUANTS)}, or any")
             gates = load_gates(gates_path) if gates_path is not None else None  # None: recorded, else default
             try:
-                decision = promote(registry_client(tracking_uri), name, version, alias=to, gates=gates,
+                client = registry_client(tracking_uri)
+                if require_gguf is not None:
+                    from vocadapt.platform.gguf_export import require_exported_gguf
+
+                    gguf = require_exported_gguf(client, name, version, require_gguf)
+                decision = promote(client, name, version, alias=to, gates=gates,
                                    gates_from=f"{gates_path} (--gates)")
             except MlflowException as error:
                 raise explain_mlflow_error(error) from error
         console = Console()
+        if require_gguf is not None:
+            console.print(f"GGUF: {gguf} (--require-gguf {require_gguf})", markup=False, highlight=False,
+                          soft_wrap=True)
         console.print(f"gates: {decision.gates_from}", markup=False, highlight=False, soft_wrap=True)
         console.print(gate_table(decision))
         if not decision.accepted:

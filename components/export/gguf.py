@@ -61,6 +61,9 @@ class GgufFile:
     size_bytes: int
     seconds: float
     plan: GgufPlan
+    probes: int | None = None
+    """texts llama.cpp tokenized as the tokenizer does before the file was written (None: llama-cpp-python is
+    not installed, so only the metadata was checked)"""
 
 
 def _splitting_settings(node):
@@ -132,6 +135,69 @@ def _check_tokenizer(model_dir: Path, gguf_path: Path) -> None:
                         f"({'; '.join(problems)}), so llama.cpp would read other tokens; nothing was written")
 
 
+def _normalizer_types(tokenizer) -> set[str]:
+    data = json.loads(tokenizer.backend_tokenizer.to_str())
+    found, nodes = set(), [data.get("normalizer")]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, dict):
+            found.add(node.get("type"))
+            nodes.extend(node.get("normalizers") or [])
+    return found
+
+
+def vocabulary_probe_texts(tokenizer, per_text: int = 12, most: int = 1000, seed: int = 0) -> list[str]:
+    """Text made of the vocabulary's own tokens: the ordinary tokens (not added, not byte tokens), in a seeded
+    random order, decoded ``per_text`` at a time (at most ``most`` texts: every token of a vocabulary up to 12,000,
+    a sample of a larger one), so that tokens and many pairs the merges never made meet llama.cpp's tokenizer.
+
+    Two differences belong to the family, not to the export, and are left out. Leading whitespace: a
+    SentencePiece-style tokenizer.json whose Metaspace prepends '▁' to the start of a text skips it when the text
+    already begins with a space, where llama.cpp, like SentencePiece, always prepends. Unicode normalisation:
+    llama.cpp applies none, so where the tokenizer NFC-normalises (Qwen3's) the texts are given in NFC; a family's
+    own tokenizer, unadapted, differs from llama.cpp in the same two places."""
+    import random
+    import re
+    import unicodedata
+
+    added = set(tokenizer.get_added_vocab().values())
+    ids = [index for index, token in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+           if index not in added and token is not None and not re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", token)]
+    random.Random(seed).shuffle(ids)
+    nfc = "NFC" in _normalizer_types(tokenizer)
+    texts = []
+    for start in range(0, min(len(ids), most * per_text), per_text):
+        text = tokenizer.decode(ids[start:start + per_text]).lstrip()
+        if text:
+            texts.append(unicodedata.normalize("NFC", text) if nfc else text)
+    return texts
+
+
+def _check_llama_cpp_tokenization(model_dir: Path, gguf_path: Path) -> int | None:
+    """llama.cpp's own tokenizer, reading the GGUF, gives the tokenizer's ids on :data:`PROBE_TEXTS` and on text
+    made of every token of the vocabulary; ``UserError`` where it does not. None when llama-cpp-python is absent."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return None
+    from transformers import AutoTokenizer
+
+    from vocadapt.components.export.llama_cpp_checks import PROBE_TEXTS, load_vocabulary, tokenization_differences
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    texts = [*PROBE_TEXTS, *vocabulary_probe_texts(tokenizer)]
+    llm = load_vocabulary(gguf_path)
+    try:
+        differing, shown = tokenization_differences(llm, tokenizer, texts)
+    finally:
+        llm.close()
+    if differing:
+        raise UserError(f"llama.cpp, reading the GGUF of {model_dir}, tokenizes {differing} of {len(texts)} probe "
+                        f"texts to other ids than the tokenizer ({'; '.join(shown)}), so the model would be fed "
+                        "tokens it was not trained on; nothing was written")
+    return len(texts)
+
+
 def quantize_gguf(source: Path, target: Path, quant: str) -> None:
     """llama.cpp's own quantiser (``llama_model_quantize``) from an f16 GGUF."""
     import llama_cpp
@@ -158,6 +224,7 @@ def export_gguf(model_dir: Path, out_path: Path, quant: str, converter: Path) ->
         f16 = Path(scratch) / "f16.gguf"
         plan = convert_to_gguf(model_dir, f16, converter)
         _check_tokenizer(model_dir, f16)
+        probes = _check_llama_cpp_tokenization(model_dir, f16)
         final = f16
         if quant != "f16":
             final = Path(scratch) / f"{quant}.gguf"
@@ -168,7 +235,7 @@ def export_gguf(model_dir: Path, out_path: Path, quant: str, converter: Path) ->
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return GgufFile(out_path, quant, digest.hexdigest(), out_path.stat().st_size, time.perf_counter() - started,
-                    plan)
+                    plan, probes)
 
 
 def tokenizer_mismatches(gguf_path: Path, tokenizer) -> list[str]:

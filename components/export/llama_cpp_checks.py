@@ -22,6 +22,43 @@ def load_gguf(path: Path, n_ctx: int = 512, threads: int = 2, logits_all: bool =
                  logits_all=logits_all, verbose=False, seed=0)
 
 
+def load_vocabulary(path: Path):
+    """llama.cpp's tokenizer for ``path`` alone (no weights read)."""
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(path), vocab_only=True, verbose=False)
+
+
+# Text that every export's tokenizer check tokenizes, beside text made of the vocabulary's own tokens: Italian and
+# English prose, accents, apostrophes, digits, runs of spaces, tabs, newlines and punctuation
+PROBE_TEXTS = (
+    "La città di Roma è la capitale d'Italia; perché piove così tanto a novembre?",
+    "Nel 2024 abbiamo letto 365 pagine, più di mille parole: è già qualcosa! L'anno è l'1,5% più caldo.",
+    "Un'altra volta: «Però», disse lei — ÀÈÌÒÙ àèìòù ç ß ü, e poi 12345678 e 3.14159.",
+    "The quick brown fox jumps over the lazy dog, doesn't it? They'll say we've been there 42 times.",
+    "spazi   doppi\te tabulazioni\n\nnuove righe\r\n  rientro    e fine  \n",
+    "def f(x):\n    return {'a': [1, 2, 3]} # commento ... !!! ??? --- === ``` \"\"\"",
+)
+
+
+def tokenization_differences(llm, tokenizer, texts: Sequence[str], limit: int = 3) -> tuple[int, list[str]]:
+    """(how many of ``texts`` llama.cpp tokenizes to other ids than ``tokenizer``, up to ``limit`` of them shown
+    with the tokens around the first difference)."""
+    expected = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    differing, shown = 0, []
+    for text, want in zip(texts, expected):
+        have = token_ids(llm, text)
+        if have == want:
+            continue
+        differing += 1
+        if len(shown) < limit:
+            at = next((i for i, (a, b) in enumerate(zip(have, want)) if a != b), min(len(have), len(want)))
+            window = slice(max(at - 2, 0), at + 3)
+            shown.append(f"{text[:60]!r}: llama.cpp {tokenizer.convert_ids_to_tokens(have[window])}, tokenizer "
+                         f"{tokenizer.convert_ids_to_tokens(want[window])}")
+    return differing, shown
+
+
 def token_ids(llm, text: str) -> list[int]:
     """llama.cpp's ids for ``text``: no BOS, special tokens read as text (as the HF tokenizer's ``encode`` with
     ``add_special_tokens=False``)."""
@@ -70,6 +107,15 @@ def decode_seconds(llm, token_ids: Sequence[int]) -> float:
     started = time.perf_counter()
     for token in token_ids:
         llm.eval([int(token)])
+    return time.perf_counter() - started
+
+
+def prefill_seconds(llm, token_ids: Sequence[int]) -> float:
+    """Wall time of llama.cpp reading ``token_ids`` as one prompt (batched, its context reset first): the
+    equal-content prefill measure."""
+    llm.reset()
+    started = time.perf_counter()
+    llm.eval([int(token) for token in token_ids])
     return time.perf_counter() - started
 
 

@@ -45,6 +45,19 @@ def _prepends_space(model: Path) -> bool:
     return False
 
 
+def _merge_rank_scores(model: Path) -> dict:
+    """{token id: minus the rank of the first merge that makes the token}, and "unmerged": the lowest score."""
+    data = json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))
+    vocabulary = data["model"]["vocab"]
+    scores = {"unmerged": -float(len(data["model"]["merges"]) + 1)}
+    for rank, merge in enumerate(data["model"]["merges"]):
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        token = vocabulary.get(left + right)
+        if token is not None:
+            scores.setdefault(token, -float(rank))
+    return scores
+
+
 class _NoPreTokenizer(Exception):
     """The converter asked for a pre-tokenizer name that neither its table nor the caller has."""
 
@@ -76,7 +89,14 @@ def convert(converter: Path, model: Path, outfile: Path, outtype: str, pre: str 
     def set_vocab_llama_hf(self):
         # llama.cpp prepends '▁' to a SentencePiece-style vocabulary's text unless told otherwise: tell it what
         # tokenizer.json does
-        read_hf_vocabulary(self)
+        scores = _merge_rank_scores(model)
+        vocabulary = base.gguf.LlamaHfVocab
+        original_score = vocabulary.get_token_score
+        vocabulary.get_token_score = lambda _self, token_id: scores.get(token_id, scores["unmerged"])
+        try:
+            read_hf_vocabulary(self)
+        finally:
+            vocabulary.get_token_score = original_score
         self.gguf_writer.add_add_space_prefix(_prepends_space(model))
 
     base.TextModel._set_vocab_llama_hf = set_vocab_llama_hf

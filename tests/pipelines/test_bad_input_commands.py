@@ -310,6 +310,8 @@ CASES = [
          ("q3", "q4_k_m")),
     Case("export not a model folder", cli("export", "{cwd}/nowhere", "--out", "{cwd}/m.gguf"),
          ("{cwd}/nowhere", "models:/")),
+    Case("promote --require-gguf unknown quantisation",
+         cli("promote", "some-model", "--version", "1", "--require-gguf", "q3", *NO_STORE), ("q3", "q4_k_m, or any")),
     Case("export registered version without a store",
          cli("export", "models:/tiny/1", *NO_STORE, "--out", "{cwd}/m.gguf"), ("{cwd}/mlflow.db", "--tracking-uri")),
     Case("trim both a threshold and a size", cli(*TRIM, "--min-count", "2", "--size", "300"),
