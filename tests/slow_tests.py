@@ -14,6 +14,7 @@ SLOW_FILES = {
     "tests/dashboard/test_leaderboard_view.py",
     "tests/evaluation/test_vllm_backend.py",
     "tests/evaluation/test_vllm_servers_per_model.py",
+    "tests/export/test_export_registered.py",
     "tests/export/test_gguf_families.py",
     "tests/families/test_family_fertility.py",
     "tests/families/test_family_initializers.py",
@@ -47,7 +48,6 @@ SLOW_FILES = {
 # file::test, whatever its parameters
 SLOW_TESTS = {
     "tests/bad_input/test_generated_model_folders.py::test_the_clean_sharded_checkpoint_passes",
-    "tests/export/test_export_registered.py::test_exporting_a_registered_version_logs_the_gguf_to_its_run",
     "tests/families/test_family_model_fit.py::test_expansion_of_a_padded_vocabulary",
     "tests/families/test_family_tokenizer_cli.py::test_train_like_and_expand_a_family_folder",
     "tests/initializers/test_bounded_memory.py::test_streamed_surgery_writes_the_same_bytes_through_a_small_budget",
