@@ -57,4 +57,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"{exported.path} ({exported.quant}, {exported.size_bytes / 1e6:.1f} MB, "
                    f"{exported.plan.architecture}, pre-tokenizer {pre}) sha256 {exported.sha256} "
                    f"in {exported.seconds:.1f} s")
+        typer.echo(f"llama.cpp tokenized {exported.probes} probe texts as the tokenizer does" if exported.probes
+                   else "llama-cpp-python is not installed: only the tokenizer metadata was checked, not llama.cpp's "
+                   "own tokenization (`make gguf-tools`)")
         typer.echo(f"run it: llama-cli -m {exported.path}   or   ollama create NAME -f Modelfile (FROM {exported.path})")

@@ -251,6 +251,11 @@ def tokenizer_mismatches(gguf_path: Path, tokenizer) -> list[str]:
     problems = []
     tokens = value("tokenizer.ggml.tokens") or []
     expected = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    # llama.cpp matches an added, non-special token against the text before it turns spaces into '▁', so its
+    # converter writes such a token's '▁' as ' ' (Gemma-3's '▁▁', '▁▁▁', ...)
+    for index, added in tokenizer.added_tokens_decoder.items():
+        if not added.special and index < len(tokens) and tokens[index] == expected[index].replace("\u2581", " "):
+            expected[index] = tokens[index]
     differing = [i for i, (a, b) in enumerate(zip(tokens, expected)) if a != b]
     if len(tokens) < len(expected) or differing:
         first = differing[0] if differing else len(tokens)

@@ -103,3 +103,16 @@ def test_a_pre_tokenizer_llama_cpp_does_not_know_is_refused_before_writing(tiny_
     with pytest.raises(UserError, match="llama.cpp has no pre-tokenizer.*Split.*nothing was written"):
         export_gguf(folder, out, "f16", gguf_converter)
     assert list(out.parent.iterdir()) == []
+
+
+def test_llama_cpp_tokenizing_otherwise_than_the_tokenizer_refuses_the_export(tiny_adapted_models, tiny_ggufs):
+    """The check every export runs before keeping its file: llama.cpp reading a GGUF whose vocabulary is not the
+    tokenizer's (here the expand model's file against the replace model's tokenizer) is refused."""
+    from vocadapt.components.errors import UserError
+    from vocadapt.components.export.gguf import _check_llama_cpp_tokenization
+
+    llama_cpp_or_skip()
+    assert _check_llama_cpp_tokenization(tiny_adapted_models["replace"], tiny_ggufs[("replace", "f16")]) > 6
+    with pytest.raises(UserError, match=r"llama.cpp, reading the GGUF of .*tokenizes \d+ of \d+ probe texts.*"
+                                        "nothing was written"):
+        _check_llama_cpp_tokenization(tiny_adapted_models["replace"], tiny_ggufs[("expand", "f16")])
