@@ -1,7 +1,9 @@
 """GGUF export measured by llama.cpp itself: export time, file size per quantisation, bits per byte per
-quantisation, and llama.cpp's decoding speed for the source and the adapted model on the same Italian text (the
-equal-content speed-up: both decode the same held-out text teacher-forced, one token per step with the KV cache,
-as ``components/evaluation/decode_timing.py`` does for transformers and the languages matrix reports).
+quantisation, and llama.cpp's speed for the source and the adapted model on the same Italian text (the
+equal-content speed-up): prefill (the text read as one prompt, batched) and decoding (the same text teacher-forced,
+one token per step with the KV cache, as ``components/evaluation/decode_timing.py`` does for transformers and the
+languages matrix reports). Each is given in tokens per second (each model's own tokens) and characters per second
+(the same characters for both), and the speed-up is the source's time over the adapted model's.
 
     python benchmarks/gguf_export.py --adapted runs/italian-smollm2-expand/it/fvt/lapt/model \\
         --out-dir /tmp/gguf-bench [--source ~/.cache/vocadapt/models/smollm2-135m]
@@ -9,6 +11,7 @@ as ``components/evaluation/decode_timing.py`` does for transformers and the lang
 Without --source, the embedded default (SmolLM2-135M). Bits per byte are on the first --documents lines of the
 embedded Italian test split (bytes of the text, BOS as context); decoding speed on the first --decode-chars
 characters of the same lines, the models taking turns --repeats times (median counts), --threads threads.
+--no-bits-per-byte skips the bits per byte (speed only); --reuse reads GGUFs an earlier run left in --out-dir.
 """
 
 from __future__ import annotations
@@ -51,11 +54,14 @@ def main() -> None:
     parser.add_argument("--decode-chars", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-bits-per-byte", action="store_true")
+    parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
 
     from transformers import AutoTokenizer
 
-    from vocadapt.components.export.llama_cpp_checks import bits_per_byte, decode_seconds, load_gguf, token_ids
+    from vocadapt.components.export.llama_cpp_checks import (bits_per_byte, decode_seconds, load_gguf,
+                                                             prefill_seconds, token_ids)
     from vocadapt.platform.assets import load_assets
     from vocadapt.platform.gguf_export import converter_dir, require_llama_cpp
 
@@ -70,34 +76,41 @@ def main() -> None:
     report = {"documents": len(lines), "bytes": sum(len(line.encode()) for line in lines),
               "decode_chars": len(decode_text), "threads": args.threads, "models": {}}
     for label, folder in models.items():
+        if args.reuse and all((args.out_dir / f"{label}-{quant}.gguf").is_file() for quant in ("f16", "q4_k_m")):
+            report["models"][label] = {"folder": str(folder), "f16": {}, "q4_k_m": {}}
+            continue
         files = export_all(Path(folder), args.out_dir, label, converter)
         bos = AutoTokenizer.from_pretrained(str(folder)).bos_token_id
         entry = {"folder": str(folder)}
         for quant, info in files.items():
-            llm = load_gguf(info["path"], n_ctx=2048, threads=args.threads)
-            entry[quant] = {"export_seconds": round(info["seconds"], 2), "megabytes": round(info["bytes"] / 1e6, 1),
-                            "bits_per_byte": round(bits_per_byte(llm, lines, bos), 4)}
+            entry[quant] = {"export_seconds": round(info["seconds"], 2), "megabytes": round(info["bytes"] / 1e6, 1)}
+            if not args.no_bits_per_byte:
+                llm = load_gguf(info["path"], n_ctx=2048, threads=args.threads)
+                entry[quant]["bits_per_byte"] = round(bits_per_byte(llm, lines, bos), 4)
+                del llm
             if "pre_tokenizer" in info:
                 entry[quant]["pre_tokenizer"] = info["pre_tokenizer"]
-            del llm
             print(label, quant, entry[quant], flush=True)
         report["models"][label] = entry
     for quant in ("f16", "q4_k_m"):
         runners = {label: load_gguf(args.out_dir / f"{label}-{quant}.gguf", n_ctx=2048, threads=args.threads,
                                     logits_all=False) for label in models}
         ids = {label: token_ids(llm, decode_text) for label, llm in runners.items()}
-        seconds = {label: [] for label in runners}
-        for _ in range(args.repeats):
-            for label, llm in runners.items():
-                seconds[label].append(decode_seconds(llm, ids[label]))
-        for label in runners:
-            median = statistics.median(seconds[label])
-            report["models"][label][quant].update({"decode_tokens": len(ids[label]), "decode_seconds": round(median, 3),
-                                                   "tokens_per_second": round(len(ids[label]) / median, 1),
-                                                   "chars_per_second": round(len(decode_text) / median, 1)})
-        if "adapted" in runners:
-            report[f"speed_up_equal_content_{quant}"] = round(
-                statistics.median(seconds["source"]) / statistics.median(seconds["adapted"]), 3)
+        for measure, timer in (("prefill", prefill_seconds), ("decode", decode_seconds)):
+            seconds = {label: [] for label in runners}
+            for _ in range(args.repeats):
+                for label, llm in runners.items():
+                    seconds[label].append(timer(llm, ids[label]))
+            for label in runners:
+                median = statistics.median(seconds[label])
+                report["models"][label][quant][measure] = {
+                    "tokens": len(ids[label]), "seconds": round(median, 3),
+                    "tokens_per_second": round(len(ids[label]) / median, 1),
+                    "chars_per_second": round(len(decode_text) / median, 1)}
+                print(label, quant, measure, report["models"][label][quant][measure], flush=True)
+            if "adapted" in runners:
+                report[f"speed_up_equal_content_{measure}_{quant}"] = round(
+                    statistics.median(seconds["source"]) / statistics.median(seconds["adapted"]), 3)
         del runners
     print(json.dumps(report, indent=2, default=str))
 
