@@ -11,6 +11,11 @@ One command, printing one JSON line (the architecture, the pre-tokenizer name us
     fingerprint is new even when its pre-tokenizer is the source's). The converter reads a BPE tokenizer.json
     through that table for byte-level vocabularies and for Gemma-3's; Llama-2 and Mistral (byte fallback) need
     no name.
+
+The converter reads a byte-fallback BPE tokenizer.json (Llama-2's, Mistral's) as a SentencePiece vocabulary, which
+llama.cpp tokenizes by merging the adjacent pair whose concatenation has the highest score; its own scores are all
+-1000, so llama.cpp would merge left to right. Here each token's score is minus the rank of the first merge that
+makes it, so llama.cpp takes pairs in the merge list's order (the export then checks llama.cpp's ids).
 """
 
 from __future__ import annotations
