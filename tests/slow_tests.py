@@ -58,6 +58,8 @@ SLOW_TESTS = {
     "tests/initializers/test_wechsel.py::test_planted_rotation_sends_every_token_to_its_own_word",
     "tests/multilingual/test_adapt_languages.py::test_adapt_expands_for_two_languages_and_reports_each",
     "tests/multilingual/test_adapt_languages.py::test_replacement_trains_one_tokenizer_on_the_balanced_mix",
+    "tests/languages/test_language_adapt.py::test_language_matrix_on_a_tiny_model",
+    "tests/languages/test_language_adapt.py::test_tiny_adapt_for_each_script",
     "tests/pipelines/test_adapt_merge.py::test_adapt_merges_into_the_chat_model_and_registers_the_merged_checkpoint",
     "tests/registry/test_serve_check.py::test_registration_refuses_a_model_that_would_not_serve",
     "tests/tokenizers/test_chat_rows.py::test_adapted_chat_model_keeps_template_and_special_rows",
