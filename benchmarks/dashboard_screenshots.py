@@ -56,13 +56,13 @@ def screenshot_store(tracking_uri: str, experiment: str | None, out: Path, prefi
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from vocadapt.cli.commands.dashboard import dashboard_command_line, dashboard_environment
     from vocadapt.platform.evaluation.serving import free_port
 
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    process = subprocess.Popen(dashboard_command_line(port), env=dashboard_environment(tracking_uri, experiment),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    command = [str(Path(sys.executable).parent / "vocadapt"), "dashboard", "--tracking-uri", tracking_uri,
+               "--port", str(port)] + (["--experiment", experiment] if experiment else [])
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
