@@ -86,6 +86,17 @@ def test_demo_expand_config_at_minimal_size(embedded_assets, tmp_path, monkeypat
         assert key in child.data.metrics, key
     assert "candidate" in result.output and "default gate" in result.output  # the gate preview was printed
 
+    # the registered candidate (the demo's own model: SmolLM2 expanded by top-k) to a GGUF by llama.cpp's converter;
+    # where llama.cpp is installed the export has it tokenize probe text as the tokenizer does before keeping the file
+    gguf = tmp_path / "demo-f16.gguf"
+    exported = CliRunner().invoke(app, ["export", f"models:/{name}/{version}", "--format", "gguf", "--quant", "f16",
+                                        "--out", str(gguf), "--tracking-uri", os.environ["MLFLOW_TRACKING_URI"]],
+                                  catch_exceptions=False)
+    assert exported.exit_code == 0, exported.output
+    assert gguf.is_file()
+    tags = client.get_model_version(name, str(version)).tags
+    assert tags.get("vocadapt.gguf.f16.sha256"), tags  # logged with the version, what promote --require-gguf reads
+
 
 def test_five_initialiser_config_at_minimal_size(embedded_assets, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
