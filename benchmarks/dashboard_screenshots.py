@@ -17,6 +17,7 @@ import argparse
 import os
 import subprocess
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -62,7 +63,8 @@ def screenshot_store(tracking_uri: str, experiment: str | None, out: Path, prefi
     port = free_port()
     command = [str(Path(sys.executable).parent / "vocadapt"), "dashboard", "--tracking-uri", tracking_uri,
                "--port", str(port)] + (["--experiment", experiment] if experiment else [])
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    # its own process group: `vocadapt dashboard` runs streamlit as a child, and both stop at the end
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -96,7 +98,7 @@ def screenshot_store(tracking_uri: str, experiment: str | None, out: Path, prefi
     finally:
         if driver is not None:
             driver.quit()
-        process.terminate()
+        os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
 
 
