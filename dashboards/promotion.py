@@ -104,12 +104,12 @@ def version_gates(client, name: str, version: int) -> tuple[pd.DataFrame, str]:
     """The gates of ``name`` version ``version`` decided as ``vocadapt promote`` decides them (nothing moves);
     with where the gates came from, in words."""
     from vocadapt.platform.gate_items import collect_gate_items
-    from vocadapt.platform.gates import evaluate_gates
+    from vocadapt.platform.gates import evaluate_gates, gated_languages
     from vocadapt.platform.registry import collect_metrics, recorded_gates
 
     model_version = client.get_model_version(name, str(version))
     gates, origin = recorded_gates(model_version)
-    language = model_version.tags.get("vocadapt.target_language", "it")
+    language = gated_languages(model_version.tags)  # one gate per target language where the gate is per language
     results = evaluate_gates(collect_metrics(client, model_version.run_id), gates, language,
                              collect_gate_items(client, model_version.run_id))
     return gate_frame(results), origin

@@ -141,6 +141,8 @@ def _run(
         "vocadapt.git_commit": git_commit(),
         "vocadapt.corpus_sha256": sha256_files(list(inputs.corpus_files)),
     }
+    if config.target.multilingual:  # the gates judge every language (platform/gates.py::gated_languages)
+        lineage["vocadapt.target_languages"] = ",".join(config.target.languages)
     from vocadapt.pipelines.side_by_side import items_for_config
 
     side_by_side = items_for_config(config, inputs)  # may download out-of-domain text: before any run opens
@@ -192,7 +194,9 @@ def _run(
 
         # per-document parts of the gated measures (fertility here, the source model's scores below), from which
         # `vocadapt promote` bootstraps each gate's interval: the parent run's gates/items.json
-        parent_items = fertility_parts(source_tokenizer, replacement.tokenizer, held_out["target"], language)
+        parent_items = {}
+        for stream, code in language_streams(config)[:-1]:  # every target language's documents
+            parent_items |= fertility_parts(source_tokenizer, replacement.tokenizer, held_out[stream], code)
 
         console.rule("[bold]5. source model, zero-shot bits per byte")
         source_model = load_source_model(config, inputs.source_model)

@@ -128,7 +128,7 @@ def print_gate_preview(result: AdaptResult, config: ExperimentConfig, console: C
     name, version = result.registered
     items = result.parent_gate_items | best.gate_items  # the per-item parts `promote` reads from gates/items.json
     decision = PromotionDecision(name, version, "champion", evaluate_gates(metrics, PromotionGates(),
-                                                                           config.target.language, items))
+                                                                           config.target.languages, items))
     console.print(gate_table(decision))
     verdict = "passes every default gate" if decision.accepted else \
         "does not pass every default gate (above: failed, or undecided within its 95% interval)"

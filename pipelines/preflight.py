@@ -62,6 +62,7 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
         check_country(config.tracking.country_iso_code)
     check_storage_uri(config.lapt.storage_path, "lapt.storage_path")
     check_tracking_uri(config.tracking.tracking_uri, "tracking.tracking_uri")
+    check_every_language_has_out_of_domain(config)
     output_dir = Path(config.output_dir) / config.name / config.target.language
     checked = Preflight(methods, output_dir)
     if not check_files:
@@ -285,6 +286,30 @@ def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Con
                   f"{len(splits)} corpora ({results['seconds']:.1f} s)", highlight=False)
     raise_for_failed_expectations(results)
     return results
+
+
+def check_every_language_has_out_of_domain(config: ExperimentConfig) -> None:
+    """With several target languages, the registered candidate is gated on every language's out-of-domain bits per
+    byte (``platform/gates.py``), so each target language needs out-of-domain text: Debian's fortunes where
+    vocadapt reads them, else files declared in ``evaluation.out_of_domain_text.<code>``. Nothing is gated (and
+    nothing refused) when the run scores no out-of-domain text or registers nothing. One target language keeps its
+    older behaviour: the gate reports the metric missing."""
+    from vocadapt.platform.out_of_domain import SOURCES, languages_without_out_of_domain
+
+    evaluation = config.evaluation
+    if not (config.target.multilingual and evaluation.out_of_domain and evaluation.side_by_side_items
+            and config.tracking.register_best):
+        return
+    missing = languages_without_out_of_domain(config)
+    if missing:
+        first = missing[0]
+        raise UserError(
+            f"no out-of-domain text for target language(s) {', '.join(missing)}: the default promotion gates read "
+            f"every target language's out-of-domain bits per byte, and vocadapt has Debian's fortunes only for "
+            f"{', '.join(sorted(SOURCES))}. Declare text no training saw, one paragraph per line: "
+            f"evaluation.out_of_domain_text: {{{first}: [path/to/{first}-text.txt]}}; or set "
+            "tracking.register_best: false (nothing gated), or evaluation.out_of_domain: false (no language's "
+            "out-of-domain gate can then pass)")
 
 
 def check_out_of_domain_unseen(config: ExperimentConfig, inputs: ResolvedInputs, console: Console) -> None:

@@ -18,6 +18,12 @@ What ``adapt`` logs so the registry's promotion gates can judge the promise (sam
   Debian's fortunes by default), which no model trained on (:mod:`platform.out_of_domain`; the run is refused
   before any work when it overlaps the training text): what the default bits-per-byte promotion gates read.
 
+With several target languages (``target.languages``) every further language gets its own items from its own
+held-out text and parallel pairs: its cloze and translation benchmarks carry its code already
+(``benchmark.side_by_side_cloze_de.acc_bytes``), its generation measures are ``generation.<code>.<measure>``
+(``generation.de.tokens_per_character``), and its out-of-domain bits per byte ``bpb_ood_target_<code>``. The first
+language keeps the one-language names.
+
 ``score_model(..., item_parts=...)`` also returns each gated measure's per-item parts, which ``adapt`` logs as
 ``gates/items.json`` so ``vocadapt promote`` bootstraps the gates' intervals without scoring again.
 
@@ -50,6 +56,13 @@ class SideBySideItems:
     max_new_tokens: int = 48
     max_length: int = 128
     batch_size: int = 8
+    generation_scope: str = ""  # "" for the first target language; a further one's code: generation.<code>.*
+    further: list[SideBySideItems] = field(default_factory=list)  # target.languages after the first
+
+
+def generation_key(measure: str, scope: str = "") -> str:
+    """``generation.<measure>`` for the first target language, ``generation.<scope>.<measure>`` for a further one."""
+    return f"generation.{scope}.{measure}" if scope else f"generation.{measure}"
 
 
 def build_items(*, language: str, source_language: str, documents: list[str], parallel_test: Path | None,
@@ -81,7 +94,8 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
     ``generation.same_text_token_saving`` needs ``source_tokenizer``. ``item_parts``, when given, receives each
     gated measure's per-item parts under the same name (``components/evaluation/bootstrap.py``'s ``ItemParts``:
     bits and bytes per out-of-domain document, 0/1 per cloze item, chrF statistics, tokens and characters per
-    generation), from which the promotion gates bootstrap their intervals."""
+    generation), from which the promotion gates bootstrap their intervals. Each of ``items.further`` (a further
+    target language) is scored the same way under its own names."""
     import math
 
     from vocadapt.components.evaluation.bootstrap import ItemParts, item_id, ratio_parts
@@ -109,18 +123,19 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
         record = backend.generate(prompts, max_new_tokens=items.max_new_tokens)
     report = generation_efficiency(record, new_token_ids)
     prompt_ids = tuple(map(item_id, prompts))
-    parts["generation.tokens_per_character"] = ratio_parts([len(ids) for ids in record.token_ids],
+    generation = lambda measure: generation_key(measure, items.generation_scope)  # noqa: E731
+    parts[generation("tokens_per_character")] = ratio_parts([len(ids) for ids in record.token_ids],
                                                            [len(text) for text in record.texts], prompt_ids)
     metrics = {}
     if "percent_generated_new" in report:
-        metrics["generation.percent_generated_new"] = report["percent_generated_new"]
+        metrics[generation("percent_generated_new")] = report["percent_generated_new"]
     if source_tokenizer is not None:
         needed = [len(source_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in record.texts]
         if sum(needed):
-            parts["generation.same_text_token_saving"] = ratio_parts(
+            parts[generation("same_text_token_saving")] = ratio_parts(
                 [len(ids) for ids in record.token_ids], needed, prompt_ids, kind="saving")
         else:
-            metrics["generation.same_text_token_saving"] = 0.0
+            metrics[generation("same_text_token_saving")] = 0.0
     for stream, documents in items.out_of_domain.items():
         scored = score_documents(model, tokenizer, documents, max_length=items.max_length,
                                  batch_size=items.batch_size)
@@ -129,34 +144,51 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
     metrics |= {key: float(value.value()) for key, value in parts.items()}
     if item_parts is not None:
         item_parts.update({f"{prefix}{key}": value for key, value in parts.items()})
-    return {f"{prefix}{key}": value for key, value in metrics.items()}
+    scores = {f"{prefix}{key}": value for key, value in metrics.items()}
+    for language_items in items.further:
+        scores |= score_model(model, tokenizer, language_items, new_token_ids=new_token_ids,
+                              source_tokenizer=source_tokenizer, prefix=prefix, item_parts=item_parts)
+    return scores
 
 
 def items_for_config(config, inputs) -> SideBySideItems | None:
     """The items an ``adapt`` run scores (None with ``evaluation.side_by_side_items: 0``): cloze from the target
     validation text, translation from the embedded parallel test split (one shot from its validation split) when
     the corpora are the embedded ones, out-of-domain text as ``evaluation.out_of_domain_text`` declares it (the
-    fortunes where Debian has them)."""
+    fortunes where Debian has them), for every target language: each further one of ``target.languages`` in
+    ``further``, its own held-out text and parallel pairs (the out-of-domain text of every language is scored with
+    the first's items, as ``bpb_ood_<stream>``)."""
     from vocadapt.platform.out_of_domain import out_of_domain_for_config
     from vocadapt.platform.sources import read_documents
 
     evaluation = config.evaluation
     if evaluation.side_by_side_items == 0:
         return None
-    language, english = config.target.language, config.target.source_language
-    documents = read_documents(inputs.target_validation)
-    parallel_test = parallel_shots = None
-    if inputs.embedded and config.corpus.train == "embedded":
+    english = config.target.source_language
+    validation = inputs.target_validation_by_language(config.target.language)
+    embedded = inputs.embedded and config.corpus.train == "embedded"
+    assets = None
+    if embedded:
         from vocadapt.platform.assets import load_assets
 
-        assets = load_assets(languages=(language,))
-        parallel_test, parallel_shots = assets.parallel(language, "test"), assets.parallel(language, "validation")
+        assets = load_assets(languages=tuple(validation))
+
+    def language_items(language: str, scope: str, out_of_domain: dict[str, list[str]]) -> SideBySideItems:
+        parallel_test = parallel_shots = None
+        if assets is not None:
+            parallel_test, parallel_shots = assets.parallel(language, "test"), assets.parallel(language, "validation")
+        built = build_items(language=language, source_language=english, documents=read_documents(validation[language]),
+                            parallel_test=parallel_test, parallel_shots=parallel_shots,
+                            items=evaluation.side_by_side_items, seed=config.seed, out_of_domain=out_of_domain,
+                            max_new_tokens=evaluation.max_new_tokens, max_length=evaluation.max_length,
+                            batch_size=evaluation.batch_size)
+        built.generation_scope = scope
+        return built
+
     out_of_domain = out_of_domain_for_config(config)  # evaluation.out_of_domain_text, else the fortunes
-    return build_items(language=language, source_language=english, documents=documents,
-                       parallel_test=parallel_test, parallel_shots=parallel_shots,
-                       items=evaluation.side_by_side_items, seed=config.seed, out_of_domain=out_of_domain,
-                       max_new_tokens=evaluation.max_new_tokens, max_length=evaluation.max_length,
-                       batch_size=evaluation.batch_size)
+    items = language_items(config.target.language, "", out_of_domain)
+    items.further = [language_items(language, language, {}) for language in list(validation)[1:]]
+    return items
 
 
 def fertility_parts(source_tokenizer, target_tokenizer, documents: list[str], language: str) -> dict:

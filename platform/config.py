@@ -246,15 +246,18 @@ class EvaluationSection(_Section):
     equal_content_repeats: int = Field(3, ge=1, description="Turns of the equal-content timing; the median counts.")
     out_of_domain: bool = Field(
         True, description="Also score bits per byte on out-of-domain text that no model trains on (Debian's "
-        "fortunes, downloaded once; Italian and English): a held-out split of the training corpora flatters an "
-        "adapted model. Metrics bpb_ood_target / bpb_ood_source."
+        "fortunes, downloaded once; Italian, German, Russian and English): a held-out split of the training "
+        "corpora flatters an adapted model. Metrics bpb_ood_target / bpb_ood_source, and bpb_ood_target_<code> for "
+        "each further language of target.languages."
     )
     out_of_domain_text: dict[str, Literal["fortunes"] | list[str]] = Field(
         default_factory=dict, description="Out-of-domain text per language code, what the default bits-per-byte "
-        "promotion gates read: 'fortunes' (Debian's fortune cookies; Debian has them for it and en) or a list of "
-        "files (one paragraph per line) from a source that no training stream and no tokenizer training has "
-        "seen. A language not listed gets the fortunes where Debian has them, else none (its bits-per-byte gate "
-        "then reports the metric missing). Up to out_of_domain_documents paragraphs are scored, in a seeded order. "
+        "promotion gates read: 'fortunes' (Debian's fortune cookies; vocadapt reads them for it, de, ru and en) "
+        "or a list of files (one paragraph per line) from a source that no training stream and no tokenizer "
+        "training has seen. A language not listed gets the fortunes where Debian has them, else none (with one "
+        "target language its bits-per-byte gate then reports the metric missing; with target.languages the run "
+        "is refused before any work, since every language is gated). Up to out_of_domain_documents paragraphs are "
+        "scored per language, in a seeded order. "
         "Before "
         "any work, a run whose out-of-domain paragraphs equal or nearly duplicate a training paragraph is "
         "refused (see out_of_domain_max_jaccard)."

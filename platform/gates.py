@@ -31,7 +31,7 @@ on the point estimate). lm-eval scores with a ``_stderr`` get a normal interval 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -342,36 +342,74 @@ def _at_least(gate: str, metrics: Mapping[str, float], key: str, margin: Margin,
                       None, margin.describe(), verdict, measured, interval, threshold)
 
 
-def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language: str,
+def gated_languages(tags: Mapping[str, str]) -> list[str]:
+    """The target languages a version is gated on, from its lineage tags: ``vocadapt.target_languages`` (several,
+    comma-separated, the first primary), else ``vocadapt.target_language``, else Italian (versions from before the
+    tag)."""
+    several = tags.get("vocadapt.target_languages")
+    if several:
+        return [language.strip() for language in several.split(",") if language.strip()]
+    return [tags.get("vocadapt.target_language") or "it"]
+
+
+def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language: str | Sequence[str],
                    items: Mapping[str, ItemParts] | None = None) -> list[GateResult]:
     """Check ``gates`` against a version's metrics (its run's, plus its parent run's) and, for the intervals, the
     per-item parts logged with them (``gates/items.json``: candidate's under the metric's name, the source
-    model's under ``source_model.``). Missing metrics fail."""
+    model's under ``source_model.``). Missing metrics fail.
+
+    ``language``: the target language, or the target languages of one model (the first primary). With several,
+    every per-language gate (target bits per byte, fertility, generated tokens per character, tokens saved on the
+    same text) is one gate per language, named ``<gate> (<code>)`` and reading that language's metrics (the first's
+    are the one-language names; a further one's ``bpb_ood_target_<code>``, ``generation.<code>.*``): a promotion
+    needs every language to pass. Benchmarks are gated per task, and the tasks already name their language."""
+    from vocadapt.components.training.settings import language_stream
+
     items = items or {}
+    languages = [language] if isinstance(language, str) else list(language)
+    several = len(languages) > 1
     results = []
-    for stream, margin, name in (("target", gates.target_bpb, "target bits per byte"),
-                                 ("source", gates.source_bpb, "source-language bits per byte")):
-        if gates.bpb_text == "out_of_domain":
-            results.append(_gate(
-                name, metrics, f"bpb_ood_{stream}", f"source_model.bpb_ood_{stream}", margin,
-                direction="at_most_plus", items=items, gates=gates,
-                missing_hint=" (no out-of-domain text for this language: declare evaluation.out_of_domain_text; "
-                "a run from before out-of-domain gates: judge its held-out split with a --gates file setting "
-                "bpb_text: held_out and require_intervals: false)"))
-        else:
-            key, _ = _first(metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
-            results.append(_gate(name, metrics, key, f"source_model.bpb_{stream}", margin,
-                                 direction="at_most_plus", items=items, gates=gates))
-    results.append(_gate("target fertility", metrics, f"fertility.target_tokenizer.{language}.tokens_per_word",
-                         f"fertility.source_tokenizer.{language}.tokens_per_word", gates.target_fertility_reduction,
-                         direction="at_most_minus", items=items, gates=gates))
-    results.append(_gate("generated tokens per character", metrics, "generation.tokens_per_character",
-                         "source_model.generation.tokens_per_character", gates.generated_tokens_per_character,
-                         direction="at_most_minus", items=items, gates=gates))
-    results.append(_at_least("generated tokens saved on the same text", metrics, "generation.same_text_token_saving",
-                             gates.generated_token_saving, items, gates))
+    for code in languages:
+        stream = language_stream(code, languages[0])
+        results.append(_bpb_gate(f"target bits per byte ({code})" if several else "target bits per byte", stream,
+                                 gates.target_bpb, metrics, items, gates))
+    results.append(_bpb_gate("source-language bits per byte", "source", gates.source_bpb, metrics, items, gates))
+    for code in languages:
+        scope = "" if code == languages[0] else code
+        named = (lambda gate: f"{gate} ({code})") if several else (lambda gate: gate)  # noqa: E731
+        results.append(_gate(named("target fertility"), metrics, f"fertility.target_tokenizer.{code}.tokens_per_word",
+                             f"fertility.source_tokenizer.{code}.tokens_per_word", gates.target_fertility_reduction,
+                             direction="at_most_minus", items=items, gates=gates))
+        tokens_per_character = _generation_key("tokens_per_character", scope)
+        results.append(_gate(named("generated tokens per character"), metrics, tokens_per_character,
+                             f"source_model.{tokens_per_character}", gates.generated_tokens_per_character,
+                             direction="at_most_minus", items=items, gates=gates))
+        results.append(_at_least(named("generated tokens saved on the same text"), metrics,
+                                 _generation_key("same_text_token_saving", scope), gates.generated_token_saving,
+                                 items, gates))
     results.extend(_benchmark_gates(metrics, gates, items))
     return results
+
+
+def _generation_key(measure: str, scope: str) -> str:
+    """A generation measure's metric: ``generation.<measure>`` (the first target language), else
+    ``generation.<code>.<measure>`` (as ``pipelines/side_by_side.py`` logs them)."""
+    return f"generation.{scope}.{measure}" if scope else f"generation.{measure}"
+
+
+def _bpb_gate(name: str, stream: str, margin: Margin, metrics: Mapping[str, float],
+              items: Mapping[str, ItemParts], gates: PromotionGates) -> GateResult:
+    """One bits-per-byte gate on ``stream`` (``target``, ``target_<code>``, ``source``): out-of-domain text, or the
+    held-out split with ``bpb_text: held_out``."""
+    if gates.bpb_text == "out_of_domain":
+        return _gate(name, metrics, f"bpb_ood_{stream}", f"source_model.bpb_ood_{stream}", margin,
+                     direction="at_most_plus", items=items, gates=gates,
+                     missing_hint=" (no out-of-domain text for this language: declare evaluation.out_of_domain_text; "
+                     "a run from before out-of-domain gates: judge its held-out split with a --gates file setting "
+                     "bpb_text: held_out and require_intervals: false)")
+    key, _ = _first(metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
+    return _gate(name, metrics, key, f"source_model.bpb_{stream}", margin, direction="at_most_plus", items=items,
+                 gates=gates)
 
 
 def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates,

@@ -4,14 +4,16 @@ A held-out split of the training corpora (LibreOffice help, Bibles) flatters an 
 help pages and verses teach their style, and the held-out paragraphs share it. Quality claims must also hold on text
 from elsewhere. Debian's ``fortunes-it`` (quotes, jokes, definitions, "leggi di Murphy") and ``fortunes`` (English
 quotes and sayings, the inoffensive set) are prose of another register and era, reachable offline through
-``apt-get download`` like the other embedded text.
+``apt-get download`` like the other embedded text; ``fortunes-de`` (quotes, sayings, anecdotes) and ``fortunes-ru``
+(quotes and sayings by theme) give German and Russian the same.
 
 ``out_of_domain_documents(lang)`` returns up to ``limit`` cookies (attribution lines dropped, one paragraph each, at
 least ``min_words`` words, labelled as the language by fastText's lid), in a seeded order; the files are built once
 under ``<vocadapt home>/out-of-domain/<lang>.txt``.
 
 Which text a run scores is declared per language (``evaluation.out_of_domain_text``): the fortunes, or files from
-another source. :func:`out_of_domain_for_config` resolves it for the target and source language;
+another source. :func:`out_of_domain_for_config` resolves it for every target language (the streams ``target``,
+``target_<code>`` for each further one of ``target.languages``) and the source language;
 ``pipelines/preflight.py`` refuses a run whose out-of-domain paragraphs overlap its training text.
 """
 
@@ -34,6 +36,10 @@ SOURCES = {
                                  "paolotedeschi", "zuse", "adams", "itatrek", "luke")),
     "en": ("fortunes", "", ("wisdom", "people", "work", "education", "science", "humorists", "politics", "law",
                             "love", "medicine", "pets", "food", "sports", "platitudes", "literature", "miscellaneous")),
+    "de": ("fortunes-de", "de", ("zitate", "sprueche", "sprichworte", "anekdoten", "witze", "murphy", "wusstensie",
+                                 "regeln", "letzteworte", "stilblueten", "kinderzitate", "mathematiker", "computer")),
+    "ru": ("fortunes-ru", "ru", ("citates", "knowledge", "life", "murphy", "work", "education", "friendship",
+                                 "wealth", "time", "truth", "success", "war", "future", "happy", "genious")),
 }
 _ATTRIBUTION = re.compile(r"^\s*(--|—)\s")
 
@@ -56,14 +62,32 @@ def declared_source(evaluation, lang: str) -> str | list[str] | None:
     return "fortunes" if lang in SOURCES else None
 
 
+def out_of_domain_streams(config) -> list[tuple[str, str]]:
+    """(stream, language) of every language a run scores out of domain: ``target`` (the first target language),
+    ``target_<code>`` for each further one of target.languages, ``source``. The metrics are ``bpb_ood_<stream>``."""
+    from vocadapt.components.training.settings import language_stream
+
+    primary = config.target.language
+    further = [(language_stream(lang, primary), lang) for lang in (config.target.languages or [primary])[1:]]
+    return [("target", primary), *further, ("source", config.target.source_language)]
+
+
+def languages_without_out_of_domain(config) -> list[str]:
+    """The target languages with no out-of-domain text: not declared in ``evaluation.out_of_domain_text`` and no
+    Debian fortunes in them."""
+    return [lang for stream, lang in out_of_domain_streams(config)
+            if stream != "source" and declared_source(config.evaluation, lang) is None]
+
+
 def out_of_domain_for_config(config) -> dict[str, list[str]]:
-    """{"target": paragraphs, "source": paragraphs} the run scores out of domain, for each stream whose language
-    has out-of-domain text ({} with ``evaluation.out_of_domain: false``); UserError for unusable declarations."""
+    """{"target": paragraphs, "target_<code>": ..., "source": paragraphs} the run scores out of domain, for each
+    stream whose language has out-of-domain text ({} with ``evaluation.out_of_domain: false``); UserError for
+    unusable declarations."""
     evaluation = config.evaluation
     if not evaluation.out_of_domain:
         return {}
     documents = {}
-    for stream, lang in (("target", config.target.language), ("source", config.target.source_language)):
+    for stream, lang in out_of_domain_streams(config):
         source = declared_source(evaluation, lang)
         if source is None:
             continue

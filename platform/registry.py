@@ -28,6 +28,7 @@ from typing import Any
 from vocadapt.components.errors import UserError
 from vocadapt.platform.gates import (  # noqa: F401  (re-exported: the registry's public names)
     DEFAULT_BENCHMARK_MARGINS, GateResult, Margin, PromotionDecision, PromotionGates, evaluate_gates, gate_table,
+    gated_languages,
 )
 from vocadapt.platform.tracking import redact_value
 
@@ -359,7 +360,7 @@ def promote(client, name: str, version: int, *, alias: str = "champion", gates: 
         gates, gates_from = recorded_gates(model_version)
     if not model_version.run_id:
         raise UserError(f"{name} version {version} has no run; only versions registered from a run can be gated")
-    language = model_version.tags.get("vocadapt.target_language", "it")
+    language = gated_languages(model_version.tags)  # every target language of the model
     from vocadapt.platform.gate_items import collect_gate_items
 
     # per-item parts (gates/items.json of the run and its parent) give each gate its bootstrap interval
