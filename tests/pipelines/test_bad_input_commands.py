@@ -146,6 +146,11 @@ CASES = [
          adapt(**{"evaluation.out_of_domain": "true", "evaluation.out_of_domain_text":
                   "{{it: [{w.corpora[it.train]}], en: [{w.corpora[en.validation]}]}}"}),
          ("out-of-domain text overlaps the training text", "equals", "evaluation.out_of_domain_text")),
+    Case("adapt target language without out-of-domain text",
+         adapt(**{"target.language": "null", "target.languages": "[it, hi]", "evaluation.out_of_domain": "true",
+                  "corpus.languages.hi.train": "[{w.corpora[hi.train]}]", "tracking.register_best": "true",
+                  "corpus.languages.hi.validation": "[{w.corpora[hi.validation]}]"}),
+         ("no out-of-domain text for target language(s) hi", "evaluation.out_of_domain_text: {{hi:")),
     Case("adapt config file missing", cli("adapt", "{cwd}/missing.yaml"),
          ("missing.yaml", "does not exist", "pass a YAML file such as configs/italian-smollm2.yaml")),
     Case("adapt config file not YAML", cli("adapt", "{w.bad_yaml}"),
