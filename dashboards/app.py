@@ -62,6 +62,7 @@ def _comparison(client, everything: data.ExperimentRuns) -> pd.DataFrame:
     st.markdown("**Comparing:** " + ", ".join(f"`{label}`" for label in [*adapt["label"], *methods["label"],
                                                                           *evaluations["label"]]) or "nothing")
     promotion_view.side_by_side(adapt, methods)
+    _per_language(methods, adapt)
     _fertility(adapt)
     _bits_per_byte(methods, adapt)
     _curves(client, methods)
@@ -144,6 +145,25 @@ def _bits_per_byte(methods: pd.DataFrame, adapt: pd.DataFrame) -> None:
     st.altair_chart(chart)
     pivot = table.pivot_table(index="model", columns=["stream", "stage"], values="bpb").reindex(models)
     st.dataframe(pivot.reindex(columns=sorted(pivot.columns, key=lambda c: (c[0], stages.index(c[1])))))
+
+
+def _per_language(methods: pd.DataFrame, adapt: pd.DataFrame) -> None:
+    """Each target language's out-of-domain bits per byte, generation and side-by-side scores (several target
+    languages: one row per model and language)."""
+    table = data.language_scores_table(methods, adapt)
+    if table["language"].nunique() < 2:  # one target language: the side-by-side section shows it all
+        return
+    st.header("Per target language: out-of-domain bits per byte, generation, side-by-side benchmark")
+    st.caption("ood_bpb: bits per byte on out-of-domain text (lower is better); tokens_per_character and "
+               "same_text_token_saving: of the text each model generates on that language's prompts; cloze and "
+               "chrF: that language's side-by-side benchmark")
+    shown = table.dropna(axis="columns", how="all")
+    if "ood_bpb" in shown:
+        st.altair_chart(alt.Chart(shown.dropna(subset=["ood_bpb"])).mark_bar().encode(
+            y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=320)), x=alt.X("ood_bpb:Q", title="bits per byte"),
+            color=alt.Color("model:N", legend=None), column=alt.Column("language:N", title="out-of-domain text"),
+            tooltip=list(shown.columns)).properties(width=260))
+    st.dataframe(shown, hide_index=True)
 
 
 def _curves(client, methods: pd.DataFrame) -> None:
@@ -331,15 +351,18 @@ def _leaderboard(everything: data.ExperimentRuns) -> None:
     if table.empty:
         st.info("No leaderboard metrics in the selected runs.")
         return
-    long = table.melt(id_vars=["run", "method", "rank"], value_vars=["bpb_target", "bpb_source"],
+    streams = [column for column in table.columns if column.startswith("bpb_")]  # bpb_target_<code>: a language each
+    long = table.melt(id_vars=["run", "method", "rank"], value_vars=streams,
                       var_name="stream", value_name="bpb").dropna(subset=["bpb"])
-    long["stream"] = long["stream"].map({"bpb_target": "target language", "bpb_source": "source language"})
+    long["stream"] = long["stream"].map(lambda stream: {"bpb_target": "target language",
+                                                        "bpb_source": "source language"}.get(
+        stream, f"target language {stream.removeprefix('bpb_target_')}"))
     order = list(dict.fromkeys(table["method"]))
     st.altair_chart(alt.Chart(long).mark_bar().encode(
         y=alt.Y("method:N", sort=order, title=None), x=alt.X("bpb:Q", title="bits per byte"),
         yOffset="stream:N", color=alt.Color("stream:N", legend=alt.Legend(orient="top")),
         column=alt.Column("run:N", title=None), tooltip=["run", "rank", "method", "stream", "bpb"],
-    ).properties(width=420, height=24 * len(order) * 2))
+    ).properties(width=420, height=24 * len(order) * len(streams)))
     st.dataframe(table, hide_index=True)
 
 

@@ -119,31 +119,79 @@ BPB_STAGES = {"source": "source model", "zero_shot": "step 0", "after_lapt": "af
 def bits_per_byte_table(methods: pd.DataFrame, parents: pd.DataFrame) -> pd.DataFrame:
     """One row per method run and per source model: bits per byte at step 0 and after LAPT, per stream.
 
-    ``stream`` names the held-out text by its language (``it (target)``, ``en (source)``) where the adapt run
-    logged ``target.language`` / ``target.source_language``; ``stage`` is one of :data:`BPB_STAGES`' values.
+    ``stream`` names the held-out text by its language (``it (target)``, ``de (target_de)``, ``en (source)``) where
+    the adapt run logged ``target.language`` (or ``target.languages``: one stream per target language) /
+    ``target.source_language``; ``stage`` is one of :data:`BPB_STAGES`' values.
     """
     streams = {run.run_id: _stream_names(run.params) for run in parents.itertuples()}
     rows = []
     for run in parents.itertuples():
-        for stream in ("target", "source"):
+        for stream, name in streams[run.run_id].items():
             value = run.metrics.get(f"source_model.bpb_{stream}")
             if value is not None:
-                rows.append({"model": f"source model ({run.label})", "stream": streams[run.run_id][stream],
+                rows.append({"model": f"source model ({run.label})", "stream": name,
                              "stage": BPB_STAGES["source"], "bpb": value})
     for run in methods.itertuples():
         names = streams.get(run.parent_run_id) or _stream_names({})
-        for stream in ("target", "source"):
+        for stream, name in names.items():
             for stage in ("zero_shot", "after_lapt"):
                 value = run.metrics.get(f"bpb_{stream}_{stage}")
                 if value is not None:
-                    rows.append({"model": run.label, "stream": names[stream], "stage": BPB_STAGES[stage], "bpb": value})
+                    rows.append({"model": run.label, "stream": name, "stage": BPB_STAGES[stage], "bpb": value})
     return pd.DataFrame(rows, columns=["model", "stream", "stage", "bpb"])
 
 
+def target_languages(params: dict) -> list[str]:
+    """The target languages an adapt run logged: ``target.languages`` (several, logged as a list's text) or
+    ``target.language``; [] when neither was logged."""
+    several = params.get("target.languages")
+    if several:
+        return re.findall(r"[A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)?", str(several))
+    return [params["target.language"]] if params.get("target.language") else []
+
+
 def _stream_names(params: dict) -> dict[str, str]:
-    languages = {"target": params.get("target.language"), "source": params.get("target.source_language")}
-    return {stream: f"{language} ({stream})" if language else f"{stream} language"
-            for stream, language in languages.items()}
+    """{stream: label}: ``target`` (the first target language), ``target_<code>`` for each further one, ``source``."""
+    languages = target_languages(params)
+    names = {"target": f"{languages[0]} (target)" if languages else "target language"}
+    names |= {f"target_{code.lower()}": f"{code} (target)" for code in languages[1:]}
+    source = params.get("target.source_language")
+    return names | {"source": f"{source} (source)" if source else "source language"}
+
+
+LANGUAGE_MEASURES = {  # column: metric key, {code} the language, {english} the source language, {stream} its stream
+    "ood_bpb": "bpb_ood_{stream}",
+    "tokens_per_character": "generation.{scope}tokens_per_character",
+    "same_text_token_saving": "generation.{scope}same_text_token_saving",
+    "percent_generated_new": "generation.{scope}percent_generated_new",
+    "cloze_acc_bytes": "benchmark.side_by_side_cloze_{code}.acc_bytes",
+    "translation_chrf": "benchmark.side_by_side_translation_{english}_{code}.chrf",
+}
+LANGUAGE_COLUMNS = ["model", "language", *LANGUAGE_MEASURES]
+
+
+def language_scores_table(methods: pd.DataFrame, parents: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, target language) of the adapt runs: each language's out-of-domain bits per byte and its
+    side-by-side generation and benchmark scores (``pipelines/side_by_side.py``; the first language's under the
+    one-language names, a further one's under ``generation.<code>.*`` and ``bpb_ood_target_<code>``), for the
+    source model (the parent's ``source_model.*``) and every method's final model."""
+    rows = []
+
+    def add(model: str, metrics: dict, prefix: str, params: dict) -> None:
+        languages, english = target_languages(params), params.get("target.source_language") or "en"
+        for position, code in enumerate(languages):
+            names = {"code": code, "english": english, "stream": "target" if position == 0 else f"target_{code}",
+                     "scope": "" if position == 0 else f"{code}."}
+            scores = {column: metrics.get(prefix + key.format(**names)) for column, key in LANGUAGE_MEASURES.items()}
+            if any(value is not None for value in scores.values()):
+                rows.append({"model": model, "language": code, **scores})
+
+    params = {run.run_id: run.params for run in parents.itertuples()}
+    for run in parents.itertuples():
+        add(f"source model ({run.label})", run.metrics, "source_model.", run.params)
+    for run in methods.itertuples():
+        add(run.label, run.metrics, "", params.get(run.parent_run_id, {}))
+    return pd.DataFrame(rows, columns=LANGUAGE_COLUMNS)
 
 
 def curve_keys(methods: pd.DataFrame) -> list[str]:
@@ -370,25 +418,30 @@ def experiments_with_matrix(client) -> list[str]:
     return sorted(e.name for e in experiments if e.experiment_id in ids)
 
 
-LEADERBOARD = re.compile(r"^leaderboard\.(?P<method>.+)\.(?P<measure>rank|bpb_target|bpb_source|init_seconds)$")
+LEADERBOARD = re.compile(r"^leaderboard\.(?P<method>.+)\.(?P<measure>rank|bpb_target(?:_[a-z0-9_]+)?|bpb_source|"
+                         r"init_seconds)$")
 
 
 def leaderboard_table(leaderboards: pd.DataFrame) -> pd.DataFrame:
     """One row per (leaderboard run, method) from the parent's ``leaderboard.<method>.<measure>`` metrics, ranked;
-    the source model (its own tokenizer) as a reference row with no rank."""
+    the source model (its own tokenizer) as a reference row with no rank. With several target languages, one
+    ``bpb_target_<code>`` column per further language beside ``bpb_target`` (the first)."""
     rows = []
+    further: set[str] = set()
     for run in leaderboards.itertuples():
         methods: dict[str, dict] = {}
         for key, value in run.metrics.items():
             match = LEADERBOARD.match(key)
             if match:
                 methods.setdefault(match["method"], {})[match["measure"]] = value
+                if match["measure"].startswith("bpb_target_"):
+                    further.add(match["measure"])
         for method, measures in methods.items():
             rows.append({"run": run.label, "method": method, **measures})
         if "source_model.bpb_target" in run.metrics:
-            rows.append({"run": run.label, "method": "source model (own tokenizer)",
-                         "bpb_target": run.metrics["source_model.bpb_target"],
-                         "bpb_source": run.metrics.get("source_model.bpb_source")})
-    columns = ["run", "rank", "method", "bpb_target", "bpb_source", "init_seconds"]
+            reference = {f"bpb_{key.removeprefix('source_model.bpb_')}": value for key, value in run.metrics.items()
+                         if key.startswith("source_model.bpb_target") or key == "source_model.bpb_source"}
+            rows.append({"run": run.label, "method": "source model (own tokenizer)", **reference})
+    columns = ["run", "rank", "method", "bpb_target", *sorted(further), "bpb_source", "init_seconds"]
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values(["run", "rank"], na_position="last", kind="stable").reset_index(drop=True)

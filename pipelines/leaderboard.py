@@ -26,7 +26,8 @@ from rich.console import Console
 from vocadapt.components.errors import UserError
 from vocadapt.pipelines.preflight import check_corpora, resolve_methods
 from vocadapt.pipelines.vocabulary_steps import (
-    build_helper, held_out_bits_per_byte, initialise_method, measure_stage, train_target_tokenizer,
+    build_helper, further_held_out, held_out_bits_per_byte, initialise_method, language_streams, measure_stage,
+    train_target_tokenizer,
 )
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, log_energy
@@ -40,7 +41,8 @@ CACHE_FOLDER = "leaderboard-cache"  # under <output_dir>/<name>/
 
 @dataclass
 class LeaderboardRow:
-    """One method's zero-shot scores: bits per byte on the held-out ``target`` and ``source``-language text."""
+    """One method's zero-shot scores: bits per byte on the held-out ``target`` and ``source``-language text (and
+    ``target_<code>`` for each further one of target.languages)."""
 
     method: str
     run_id: str
@@ -57,13 +59,14 @@ class LeaderboardResult:
     experiment_id: str
     tracking_uri: str
     source_bits_per_byte: dict[str, float]
-    rows: list[LeaderboardRow]  # ranked, best (lowest target bits per byte) first
+    rows: list[LeaderboardRow]  # ranked, best (lowest target bits per byte, mean over target languages) first
     skipped: dict[str, str] = field(default_factory=dict)  # method -> why it was not scored
     languages: dict[str, str] = field(default_factory=dict)  # stream -> language code
 
     def record(self) -> dict[str, Any]:
         return {
-            "ranked_by": "bits per byte on held-out target-language text, zero-shot (lower is better)",
+            "ranked_by": "bits per byte on held-out target-language text, zero-shot (lower is better; with several "
+                         "target languages, the mean over them)",
             "languages": self.languages,
             "source_model": self.source_bits_per_byte,
             "methods": [{"rank": row.rank, "method": row.method, "run_id": row.run_id,
@@ -108,7 +111,7 @@ def run_leaderboard(
             held_out = {
                 "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
                 "source": read_documents(inputs.source_validation, config.evaluation.max_documents),
-            }
+            } | further_held_out(config, inputs)  # target_<code>: target.languages after the first
             source_tokenizer = load_source_tokenizer(config, inputs.source_model)
 
             console.rule("[bold]target tokenizer (cached)")
@@ -150,8 +153,7 @@ def run_leaderboard(
             log_energy(tracker, parent_id, energy)
 
             result = LeaderboardResult(parent_id, tracker.experiment_id, tracker.tracking_uri, source_bpb,
-                                       rank(rows), skipped,
-                                       {"target": config.target.language, "source": config.target.source_language})
+                                       rank(rows), skipped, dict(language_streams(config)))
             log_leaderboard(tracker, parent_id, result)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -222,10 +224,17 @@ def choose_methods(config: ExperimentConfig, methods: list[str] | None) -> tuple
     return config.model_copy(update={"init": init}), skipped
 
 
+def target_mean(bits_per_byte: dict[str, float]) -> float:
+    """The mean bits per byte over the target-language streams (``target``, ``target_<code>``): the one target
+    language's value with one."""
+    values = [value for stream, value in bits_per_byte.items() if stream.startswith("target")]
+    return sum(values) / len(values)
+
+
 def rank(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
-    """Best first: lowest bits per byte on the target-language text, then on the source-language text, then name
-    (so ties are ranked the same way every time)."""
-    ordered = sorted(rows, key=lambda row: (row.bits_per_byte["target"], row.bits_per_byte.get("source", 0.0),
+    """Best first: lowest bits per byte on the target-language text (the mean over the target languages with
+    several), then on the source-language text, then name (so ties are ranked the same way every time)."""
+    ordered = sorted(rows, key=lambda row: (target_mean(row.bits_per_byte), row.bits_per_byte.get("source", 0.0),
                                             row.method))
     for position, row in enumerate(ordered, start=1):
         row.rank = position
@@ -233,20 +242,27 @@ def rank(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
 
 
 def markdown_table(result: LeaderboardResult) -> str:
-    """The ranked table as Markdown, the source model as the reference row."""
-    target, source = result.languages.get("target", "target"), result.languages.get("source", "source")
-    lines = [f"| rank | method | {target} bits per byte | {source} bits per byte | vs source model ({target}) | "
-             "init s | Wh (init + scoring) |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    reference = result.source_bits_per_byte.get("target")
+    """The ranked table as Markdown, the source model as the reference row. With several target languages, one
+    bits-per-byte column per language and the vs-source column on their mean."""
+    streams = [stream for stream in result.languages if stream.startswith("target")] or ["target"]
+    several = len(streams) > 1
+    names = {stream: result.languages.get(stream, stream) for stream in [*streams, "source"]}
+    versus = f"mean of {', '.join(names[stream] for stream in streams)}" if several else names["target"]
+    columns = [f"{names[stream]} bits per byte" for stream in [*streams, "source"]]
+    lines = ["| rank | method | " + " | ".join(columns) + f" | vs source model ({versus}) | init s | "
+             "Wh (init + scoring) |", "| --- | --- | " + "--- | " * len(columns) + "--- | --- | --- |"]
+    source = result.source_bits_per_byte
+    reference = target_mean(source) if all(stream in source for stream in streams) else None
+    values = lambda scores: " | ".join(f"{scores.get(stream, float('nan')):.3f}"  # noqa: E731
+                                       for stream in [*streams, "source"])
     for row in result.rows:
-        delta = f"{row.bits_per_byte['target'] - reference:+.3f}" if reference is not None else ""
-        lines.append(f"| {row.rank} | {row.method} | {row.bits_per_byte['target']:.3f} | "
-                     f"{row.bits_per_byte.get('source', float('nan')):.3f} | {delta} | {row.init_seconds:.1f} | "
+        delta = f"{target_mean(row.bits_per_byte) - reference:+.3f}" if reference is not None else ""
+        lines.append(f"| {row.rank} | {row.method} | {values(row.bits_per_byte)} | {delta} | {row.init_seconds:.1f} | "
                      f"{watt_hours(row.energy_kwh)} |")
-    lines.append(f"| | source model (its own tokenizer) | {result.source_bits_per_byte.get('target', float('nan')):.3f}"
-                 f" | {result.source_bits_per_byte.get('source', float('nan')):.3f} | | | |")
+    blank = " |" * len(columns)
+    lines.append(f"| | source model (its own tokenizer) | {values(source)} | | | |")
     for method, why in result.skipped.items():
-        lines.append(f"| | {method} (skipped: {why}) | | | | | |")
+        lines.append(f"| | {method} (skipped: {why}) |{blank} | | |")
     return "\n".join(lines) + "\n"
 
 

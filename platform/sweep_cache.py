@@ -40,9 +40,13 @@ def _file_digests(paths) -> list[str]:
 
 def source_bpb_inputs(config: ExperimentConfig, inputs, source_model: dict[str, Any]) -> dict[str, Any]:
     """The source model's held-out bits per byte depend on the model, the held-out text and how it is scored."""
-    return {"source_model": source_model, "target_validation": _file_digests(inputs.target_validation),
-            "source_validation": _file_digests(inputs.source_validation),
-            "evaluation": config.evaluation.model_dump(mode="json")}
+    key = {"source_model": source_model, "target_validation": _file_digests(inputs.target_validation),
+           "source_validation": _file_digests(inputs.source_validation),
+           "evaluation": config.evaluation.model_dump(mode="json")}
+    if inputs.further_languages:  # target.languages after the first: their held-out streams are scored too
+        key["further_validation"] = {language: _file_digests(validation)
+                                     for language, (_, validation) in inputs.further_languages.items()}
+    return key
 
 
 def tokenizer_inputs(config: ExperimentConfig, inputs, source_model: dict[str, Any]) -> dict[str, Any]:
