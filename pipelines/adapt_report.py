@@ -32,24 +32,29 @@ def _number(value: Any) -> str:
 def print_summary(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
     from rich.table import Table
 
-    language, english = config.target.language, config.target.source_language
+    from vocadapt.pipelines.vocabulary_steps import language_streams
+
     table = Table(title=f"Bits per byte on held-out text (lower is better), best: {result.best.method}")
-    columns = [("target_zero_shot", f"{language} step 0"), ("source_zero_shot", f"{english} step 0"),
-               ("target_after_lapt", f"{language} after LAPT"), ("source_after_lapt", f"{english} after LAPT")]
+    streams = language_streams(config)  # target, target_<code> for each further target language, source
+    columns = [(f"{stream}_{stage}", f"{code} {title}") for stage, title in (("zero_shot", "step 0"),
+                                                                               ("after_lapt", "after LAPT"))
+               for stream, code in streams]
     table.add_column("model")
     for _, title in columns:
         table.add_column(title, justify="right")
-    table.add_row("source model", f"{result.source_bits_per_byte['target']:.3f}",
-                  f"{result.source_bits_per_byte['source']:.3f}", "", "")
+    table.add_row("source model", *(f"{result.source_bits_per_byte[stream]:.3f}"
+                                    if stream in result.source_bits_per_byte else "-" for stream, _ in streams),
+                  *([""] * len(streams)))
     for outcome in result.methods:
         table.add_row(outcome.method, *(f"{outcome.bits_per_byte[k]:.3f}" if k in outcome.bits_per_byte else "-"
                                         for k, _ in columns))
     console.print(table)
-    source_key, target_key = f"source_tokenizer.{language}", f"target_tokenizer.{language}"
-    measure = "tokens_per_word" if result.fertility[source_key]["tokens_per_word"] else "tokens_per_character"
-    before, after = result.fertility[source_key][measure], result.fertility[target_key][measure]
-    console.print(f"{language} fertility: {before:.3f} -> {after:.3f} {measure.replace('_', ' ')} "
-                  f"({1 - after / before:.1%} lower)")
+    for language in config.target.languages:
+        source_key, target_key = f"source_tokenizer.{language}", f"target_tokenizer.{language}"
+        measure = "tokens_per_word" if result.fertility[source_key]["tokens_per_word"] else "tokens_per_character"
+        before, after = result.fertility[source_key][measure], result.fertility[target_key][measure]
+        console.print(f"{language} fertility: {before:.3f} -> {after:.3f} {measure.replace('_', ' ')} "
+                      f"({1 - after / before:.1%} lower)")
     if result.source_side_by_side:
         print_side_by_side(result, config, console)
     if result.registered:
@@ -76,29 +81,44 @@ def summary_json(result: AdaptResult) -> str:
     )
 
 
-# (metric key without prefix, column title, digits)
+# (metric key without prefix, column title, digits); {scope}: "" for the first target language, "<code>." for a
+# further one; {stream}: its out-of-domain stream (target, target_<code>)
 SIDE_BY_SIDE_COLUMNS = (
     ("benchmark.side_by_side_cloze_{lang}.acc_bytes", "cloze", 3),
     ("benchmark.side_by_side_translation_{english}_{lang}.chrf", "chrF", 1),
-    ("generation.tokens_per_character", "tok/char", 3),
-    ("generation.percent_generated_new", "%Gen", 1),
-    ("generation.same_text_token_saving", "saved", 3),
+    ("generation.{scope}tokens_per_character", "tok/char", 3),
+    ("generation.{scope}percent_generated_new", "%Gen", 1),
+    ("generation.{scope}same_text_token_saving", "saved", 3),
     ("generation.equal_content_speed_up", "speed-up", 2),
-    ("bpb_ood_target", "{lang} OOD", 3),
+    ("bpb_ood_{stream}", "{lang} OOD", 3),
     ("bpb_ood_source", "{english} OOD", 3),
 )
 
 
 def print_side_by_side(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
-    """The side-by-side benchmark (pipelines/side_by_side.py): the source model and every method's final model."""
+    """The side-by-side benchmark (pipelines/side_by_side.py): the source model and every method's final model; one
+    table per target language (the equal-content speed-up and the English out-of-domain text in the first)."""
+    from vocadapt.pipelines.vocabulary_steps import language_streams
+
+    for stream, language in language_streams(config)[:-1]:
+        names = {"lang": language, "english": config.target.source_language, "stream": stream,
+                 "scope": "" if stream == "target" else f"{language}."}
+        _print_side_by_side_language(result, config, console, names, first=stream == "target")
+
+
+def _print_side_by_side_language(result: AdaptResult, config: ExperimentConfig, console: Console,
+                                 names: dict[str, str], first: bool) -> None:
     from rich.table import Table
 
-    names = {"lang": config.target.language, "english": config.target.source_language}
-    columns = [(key.format(**names), title.format(**names), digits) for key, title, digits in SIDE_BY_SIDE_COLUMNS]
+    columns = [(key.format(**names), title.format(**names), digits) for key, title, digits in SIDE_BY_SIDE_COLUMNS
+               if first or key not in ("generation.equal_content_speed_up", "bpb_ood_source")]
     columns = [column for column in columns
                if f"source_model.{column[0]}" in result.source_side_by_side
                or any(column[0] in outcome.side_by_side for outcome in result.methods)]
-    table = Table(title=f"Side by side, {config.evaluation.side_by_side_items} items",
+    if not columns:
+        return
+    title = f"Side by side, {config.evaluation.side_by_side_items} items" + ("" if first else f", {names['lang']}")
+    table = Table(title=title,
                   caption=f"cloze: {names['lang']} acc_bytes; chrF: {names['english']}->{names['lang']}; tok/char and "
                   f"%Gen: of the {names['lang']} text each model generates; saved: tokens it saved on that same text against the "
                   f"source tokenizer; speed-up: decoding the same held-out {names['lang']} text, source time over the "
