@@ -411,7 +411,8 @@ def rollback(client, name: str, *, alias: str = "champion") -> tuple[int, int]:
 
 
 def registry_client(tracking_uri: str | None):
-    """An MLflow client for the registry; an authentication failure becomes a clear user error."""
+    """An MLflow client for the registry at ``tracking_uri`` (the process-wide MLflow URIs are left as they are);
+    an authentication failure becomes a clear user error."""
     import mlflow
 
     from vocadapt.platform.tracking import resolve_tracking_uri
@@ -421,7 +422,6 @@ def registry_client(tracking_uri: str | None):
         # opening a missing SQLite store would create an empty one: refused instead, nothing written
         raise UserError(f"no MLflow store at {uri}: run this where `vocadapt adapt` wrote mlflow.db, or pass "
                         "--tracking-uri (or set MLFLOW_TRACKING_URI)")
-    mlflow.set_registry_uri(uri)
     return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
