@@ -455,15 +455,12 @@ def _equal_content_speed_up(config, adapted, source, documents: list[str]) -> di
     (``components/evaluation/decode_timing.py``): ``generation.equal_content_speed_up`` (source seconds over
     adapted seconds) and ``generation.equal_content_token_ratio`` (source tokens over adapted tokens); {} when
     ``evaluation.equal_content_characters`` is 0 or there is no held-out text."""
-    from vocadapt.components.evaluation.decode_timing import equal_content_speed_up, equal_content_timing
+    from vocadapt.components.evaluation.decode_timing import compare_on_documents
 
-    characters = config.evaluation.equal_content_characters
-    text = " ".join(line.strip() for line in documents if line.strip())[:characters]
-    if not characters or not text:
-        return {}
-    timing = equal_content_timing({"source": source, "adapted": adapted}, text,
+    ratios = compare_on_documents(adapted, source, documents, characters=config.evaluation.equal_content_characters,
                                   repeats=config.evaluation.equal_content_repeats)
-    ratios = equal_content_speed_up(timing["adapted"], timing["source"])
+    if not ratios:
+        return {}
     return {"generation.equal_content_speed_up": ratios["speed_up"],
             "generation.equal_content_token_ratio": ratios["token_ratio"]}
 

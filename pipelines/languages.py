@@ -361,7 +361,7 @@ def _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, docume
 
 def _generation_speed_up(source_model, source_tokenizer, model, tokenizer, documents, fertility, settings):
     """Greedy generation on target-language prompts (the first half of held-out paragraphs), both models."""
-    from vocadapt.components.evaluation.decode_timing import equal_content_speed_up, equal_content_timing
+    from vocadapt.components.evaluation.decode_timing import compare_on_documents
     from vocadapt.components.evaluation.efficiency import generation_efficiency, speed_up
     from vocadapt.platform.evaluation.generation import TransformersBackend
 
@@ -379,10 +379,10 @@ def _generation_speed_up(source_model, source_tokenizer, model, tokenizer, docum
     token_ratio = fertility["source"]["tokens"] / max(fertility["target"]["tokens"], 1)
     # Measured, not derived: both models decode the same held-out text token by token with their KV cache, in turn
     # (a ratio of two free-running generation rates times the token ratio multiplied the noise of both).
-    text = " ".join(documents[: settings.generation_prompts])[: settings.equal_content_characters]
-    timing = equal_content_timing({"source": (source_model, source_tokenizer), "fvt": (model, tokenizer)}, text,
-                                  repeats=settings.equal_content_repeats)
-    equal_content = equal_content_speed_up(timing["fvt"], timing["source"])["speed_up"]
+    equal_content = compare_on_documents((model, tokenizer), (source_model, source_tokenizer),
+                                         documents[: settings.generation_prompts],
+                                         characters=settings.equal_content_characters,
+                                         repeats=settings.equal_content_repeats)["speed_up"]
     flat = {f"{label}.{key}": value for label, report in reports.items() for key, value in report.items()}
     return flat | {f"speed_up.{rate}": value for rate, value in ratios.items()} | {
         "speed_up.equal_content": equal_content, "source_over_target_tokens": token_ratio}

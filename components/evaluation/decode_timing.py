@@ -64,3 +64,14 @@ def equal_content_timing(contenders: Mapping[str, tuple[object, object]], text: 
 def equal_content_speed_up(adapted: Mapping[str, float], source: Mapping[str, float]) -> dict[str, float]:
     """``speed_up``: source seconds over adapted seconds; ``token_ratio``: source tokens over adapted tokens."""
     return {"speed_up": source["seconds"] / adapted["seconds"], "token_ratio": source["tokens"] / adapted["tokens"]}
+
+
+def compare_on_documents(adapted: tuple[object, object], source: tuple[object, object], documents: Sequence[str], *,
+                         characters: int, repeats: int) -> dict[str, float]:
+    """``equal_content_speed_up`` of the (model, tokenizer) pairs ``adapted`` and ``source`` on the first
+    ``characters`` characters of ``documents`` joined by spaces; {} when ``characters`` is 0 or there is no text."""
+    text = " ".join(line.strip() for line in documents if line.strip())[:characters]
+    if not characters or not text:
+        return {}
+    timing = equal_content_timing({"source": source, "adapted": adapted}, text, repeats=repeats)
+    return equal_content_speed_up(timing["adapted"], timing["source"])

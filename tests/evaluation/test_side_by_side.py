@@ -14,7 +14,7 @@ from tests.pipelines.tiny_world import build_source_model
 from vocadapt.components.evaluation.cloze import ClozeItem
 from vocadapt.components.evaluation.cloze_scoring import continuation_logprobs, score_cloze
 from vocadapt.components.evaluation.decode_timing import (
-    decode_seconds, equal_content_speed_up, equal_content_timing,
+    compare_on_documents, decode_seconds, equal_content_speed_up, equal_content_timing,
 )
 
 
@@ -68,6 +68,18 @@ def test_equal_content_timing_decodes_the_same_text_for_every_model(tiny):
     assert ratio == {"speed_up": pytest.approx(1.6), "token_ratio": pytest.approx(1.5)}
     with pytest.raises(ValueError, match="repeats"):
         equal_content_timing({"a": (model, tokenizer)}, text, repeats=0)
+
+
+def test_compare_on_documents_joins_the_documents_up_to_the_characters(tiny):
+    model, tokenizer = tiny
+    documents = ["La casa è molto grande.", "  ", "Il giardino è pieno di fiori."]
+    ratios = compare_on_documents((model, tokenizer), (model, tokenizer), documents, characters=30, repeats=1)
+    assert ratios["token_ratio"] == 1.0 and ratios["speed_up"] > 0
+    text = "La casa è molto grande. Il giardino è pieno di fiori."[:30]
+    assert equal_content_timing({"a": (model, tokenizer)}, text, repeats=1)["a"]["tokens"] == len(
+        tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert compare_on_documents((model, tokenizer), (model, tokenizer), documents, characters=0, repeats=1) == {}
+    assert compare_on_documents((model, tokenizer), (model, tokenizer), ["", " "], characters=30, repeats=1) == {}
 
 
 def test_fortune_files_become_one_paragraph_per_cookie(tmp_path):
