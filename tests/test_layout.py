@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 import zipfile
@@ -184,3 +185,56 @@ def test_wheel_contains_every_module(tmp_path):
     missing = expected - names
     assert not missing, f"wheel lacks {sorted(missing)[:10]}"
     assert "vocadapt/platform/__init__.py" not in names
+
+
+def _module_exists(dotted: str) -> bool:
+    """``vocadapt.<portion>.a.b`` is a file ``<portion>/a/b.py`` or a package folder ``<portion>/a/b/``."""
+    parts = dotted.split(".")[1:]
+    if not parts or parts[0] not in PORTIONS:
+        return False
+    path = ROOT.joinpath(*parts)
+    return path.with_suffix(".py").is_file() or (path.is_dir() and (len(parts) == 1 or (path / "__init__.py").is_file()))
+
+
+DOTTED_NAME = re.compile(r"^vocadapt\.(?:components|platform|pipelines|cli|dashboards)(?:\.\w+)+$")
+
+
+def _dangling_references(path: Path) -> list[str]:
+    """The vocadapt modules ``path`` names that do not exist: imports anywhere in it, and strings that spell a
+    dotted name (``monkeypatch.setattr("vocadapt.platform.x.f", ...)``, ``python -m vocadapt...``) whose longest
+    module prefix stops at the portion."""
+    dangling = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            dangling += [alias.name for alias in node.names
+                         if alias.name.startswith("vocadapt.") and not _module_exists(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("vocadapt."):
+            if not _module_exists(node.module):
+                dangling.append(node.module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for word in node.value.split():
+                if DOTTED_NAME.match(word.strip("'\"`(),:")):
+                    parts = word.strip("'\"`(),:").split(".")
+                    if not any(_module_exists(".".join(parts[:end])) for end in range(3, len(parts) + 1)):
+                        dangling.append(word)
+    return dangling
+
+
+def test_every_vocadapt_reference_names_a_module_that_exists():
+    """Product code, tests and benchmarks: a moved or renamed module leaves no import (function-level ones, which
+    only fail when they run, included) and no dotted string behind."""
+    found = {}
+    for folder in (*PORTIONS, "tests", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if "__pycache__" not in path.parts and (dangling := _dangling_references(path)):
+                found[str(path.relative_to(ROOT))] = dangling
+    assert not found, f"references to modules that do not exist: {found}"
+
+
+def test_dangling_reference_check_sees_function_level_imports_and_strings(tmp_path):
+    missing, gone = "no_such_module", "gone"  # spelt apart, so that this file's own scan does not find them
+    module = tmp_path / "m.py"
+    module.write_text(f"def f(monkeypatch):\n    from vocadapt.platform.{missing} import x\n"
+                      f"    monkeypatch.setattr('vocadapt.platform.{gone}.function', None)\n"
+                      "    from vocadapt.platform.config import load_config\n")
+    assert _dangling_references(module) == [f"vocadapt.platform.{missing}", f"vocadapt.platform.{gone}.function"]
