@@ -21,6 +21,7 @@ import torch
 from vocadapt.components.surgery import safetensors_files as files
 from vocadapt.components.initializers import ConfiguredInitializer, configure_initializer
 from vocadapt.components.surgery.matrices import adapt_matrix
+from vocadapt.components.surgery.in_memory import SPECIAL_ID_FIELDS, target_special_ids
 from vocadapt.components.surgery.plan import plan_vocabulary
 from vocadapt.components.surgery.streaming import DEFAULT_BUDGET_BYTES
 
@@ -77,16 +78,18 @@ def embedding_tensor_names(source_dir: Path, names: set[str]) -> tuple[str, str 
     return found[0], found[1]
 
 
-def _updated_config(source_dir: Path, target_tokenizer: Any, rows: int) -> dict[str, Any]:
+def _updated_config(source_dir: Path, tokenizers: tuple[Any, Any], rows: int) -> dict[str, Any]:
+    """The source's config.json with the target's rows and special ids (``tokenizers``: source, target)."""
     config = json.loads((source_dir / "config.json").read_text())
     config["vocab_size"] = rows
     config.pop("auto_map", None)  # custom modeling code is never carried into an output checkpoint
-    for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        config[field] = getattr(target_tokenizer, field, None)
+    for field in SPECIAL_ID_FIELDS:
+        config[field] = target_special_ids(config.get(field), field, *tokenizers)
     return config
 
 
-def _copy_side_files(source_dir: Path, tmp: Path, target_tokenizer: Any, shard_names: set[str]) -> None:
+def _copy_side_files(source_dir: Path, tmp: Path, tokenizers: tuple[Any, Any], shard_names: set[str]) -> None:
+    source_tokenizer, target_tokenizer = tokenizers
     skipped = _TOKENIZER_FILES | shard_names | {files.INDEX_NAME, "config.json", RECORD_NAME}
     for path in sorted(source_dir.iterdir()):
         # neither weights (pickles included) nor custom code (*.py) are copied: outputs hold safetensors and data
@@ -95,8 +98,8 @@ def _copy_side_files(source_dir: Path, tmp: Path, target_tokenizer: Any, shard_n
     generation = tmp / "generation_config.json"
     if generation.exists():
         settings = json.loads(generation.read_text())
-        for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
-            settings[field] = getattr(target_tokenizer, field, None)
+        for field in SPECIAL_ID_FIELDS:
+            settings[field] = target_special_ids(settings.get(field), field, source_tokenizer, target_tokenizer)
         generation.write_text(json.dumps(settings, indent=2) + "\n")
     target_tokenizer.save_pretrained(str(tmp))
 
@@ -214,8 +217,8 @@ def adapt_checkpoint(
         record["effective_options"] = method.effective_options()  # once the method ran: what it chose included
         return seconds
 
-    _write_folder(source_dir, out_dir, weight_map, new_names, write_and_note, target_tokenizer, plan.rows, record,
-                  link, overwrite)
+    _write_folder(source_dir, out_dir, weight_map, new_names, write_and_note, (source_tokenizer, target_tokenizer),
+                  plan.rows, record, link, overwrite)
     record["seconds"] = round(time.perf_counter() - started, 3)
     return record
 
@@ -275,7 +278,7 @@ def _adapt_tensors(source_dir, weight_map, roles, plan, method, shared) -> tuple
     return new_tensors, seconds
 
 
-def _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, target_tokenizer, rows, record, link,
+def _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, tokenizers, rows, record, link,
                   overwrite):
     tmp = out_dir.parent / f".{out_dir.name}.vocadapt-tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -289,8 +292,8 @@ def _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, t
         total = sum(files.data_size(tmp / shard) for shard in set(new_map.values()))
         index = {"metadata": {"total_size": total}, "weight_map": new_map}
         (tmp / files.INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
-        (tmp / "config.json").write_text(json.dumps(_updated_config(source_dir, target_tokenizer, rows), indent=2) + "\n")
-        _copy_side_files(source_dir, tmp, target_tokenizer, set(weight_map.values()))
+        (tmp / "config.json").write_text(json.dumps(_updated_config(source_dir, tokenizers, rows), indent=2) + "\n")
+        _copy_side_files(source_dir, tmp, tokenizers, set(weight_map.values()))
         record["shards"] = actions
         (tmp / RECORD_NAME).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         if out_dir.exists() and overwrite:

@@ -19,11 +19,34 @@ def heads_are_tied(model: Any) -> bool:
     return head is None or head.weight is model.get_input_embeddings().weight
 
 
-def update_token_ids(config: Any, target_tokenizer: Any, rows: int) -> None:
-    """vocab_size follows the rows; bos/eos/pad ids follow the target tokenizer (None where it has no such token)."""
+def target_special_ids(value: Any, field: str, source_tokenizer: Any, target_tokenizer: Any) -> Any:
+    """What a config's ``field`` (bos/eos/pad) holds after surgery, given its source ``value``.
+
+    A single id (or none) becomes the target tokenizer's own. A list (a generation config's several stop ids:
+    Llama-3.1-Instruct stops at ``<|end_of_text|>``, ``<|eom_id|>`` and ``<|eot_id|>``) keeps each id whose token
+    the target has, by token text, in its order, with the target tokenizer's own id first if the list lacked it;
+    replacing the list by the one id would silently drop the other stops."""
+    own = getattr(target_tokenizer, field, None)
+    if not isinstance(value, (list, tuple)) or source_tokenizer is None:
+        return own
+    vocabulary = target_tokenizer.get_vocab()
+    kept = []
+    for source_id in value:
+        token = source_tokenizer.convert_ids_to_tokens(int(source_id))
+        if token in vocabulary and vocabulary[token] not in kept:
+            kept.append(vocabulary[token])
+    if own is not None and own not in kept:
+        kept.insert(0, own)
+    return kept or own
+
+
+def update_token_ids(config: Any, target_tokenizer: Any, rows: int, source_tokenizer: Any = None) -> None:
+    """vocab_size follows the rows; bos/eos/pad ids follow the target tokenizer (None where it has no such token;
+    a list of ids is carried over token by token, :func:`target_special_ids`)."""
     config.vocab_size = rows
     for field in SPECIAL_ID_FIELDS:
-        setattr(config, field, getattr(target_tokenizer, field, None))
+        setattr(config, field, target_special_ids(getattr(config, field, None), field, source_tokenizer,
+                                                  target_tokenizer))
 
 
 def _new_bias(bias: torch.Tensor, plan: VocabularyPlan) -> torch.Tensor:
@@ -92,11 +115,12 @@ def adapt_embeddings(
             head.bias = torch.nn.Parameter(_new_bias(head.bias.detach(), plan))
         head.weight = replacement.weight if tied else torch.nn.Parameter(new_output)
         head.out_features = plan.rows
-    update_token_ids(model.config, target_tokenizer, plan.rows)
+    update_token_ids(model.config, target_tokenizer, plan.rows, source_tokenizer)
     generation = getattr(model, "generation_config", None)
     if generation is not None:
         for field in SPECIAL_ID_FIELDS:
-            setattr(generation, field, getattr(target_tokenizer, field, None))
+            setattr(generation, field, target_special_ids(getattr(generation, field, None), field, source_tokenizer,
+                                                          target_tokenizer))
     model.config.vocadapt_init = {
         "method": method.name, "options": dict(method.options), "effective_options": method.effective_options(),
         "seed": seed, "tied": tied, **plan.record(),

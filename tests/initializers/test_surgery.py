@@ -185,3 +185,40 @@ def test_checkpoint_surgery_keeps_bf16_and_copies_shared_rows_bit_for_bit(tmp_pa
         assert adapted[name].dtype == torch.bfloat16
         assert torch.equal(adapted[name][targets], source[name][sources])
     assert record["initialised"] == len(plan.new_target_ids)
+
+
+def _stop_ids(source_tokenizer, target_tokenizer) -> tuple[list[int], list[int]]:
+    """A generation config's several stop ids in the source (its eos, a token the target has too, one it lacks) and
+    what they must become in the target: the same tokens' ids, the missing one dropped."""
+    target_vocabulary = target_tokenizer.get_vocab()
+    shared = next(token for token in source_tokenizer.get_vocab() if token in target_vocabulary
+                  and token not in source_tokenizer.all_special_tokens)
+    lost = next(token for token in source_tokenizer.get_vocab() if token not in target_vocabulary)
+    ids = source_tokenizer.convert_tokens_to_ids
+    return ([source_tokenizer.eos_token_id, ids(shared), ids(lost)],
+            [target_tokenizer.eos_token_id, target_vocabulary[shared]])
+
+
+def test_several_stop_ids_follow_their_tokens_in_memory_and_in_a_checkpoint(tmp_path, source_tokenizer,
+                                                                             target_tokenizer):
+    """Llama-3.1-Instruct's generation config stops at three ids: surgery keeps each stop whose token the target
+    has (by text), instead of replacing the list by the tokenizer's one eos."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    source_stops, target_stops = _stop_ids(source_tokenizer, target_tokenizer)
+    model = tiny_llama(len(source_tokenizer), tied=True)
+    model.generation_config.eos_token_id = source_stops
+    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt")
+    assert model.generation_config.eos_token_id == target_stops
+    assert model.config.eos_token_id == target_tokenizer.eos_token_id  # a single id stays the tokenizer's own
+
+    source_dir = tmp_path / "source"
+    source = tiny_llama(len(source_tokenizer), tied=False)
+    source.generation_config.eos_token_id = source_stops
+    source.config.eos_token_id = source_stops
+    source.save_pretrained(source_dir)
+    source_tokenizer.save_pretrained(source_dir)
+    target_tokenizer.save_pretrained(tmp_path / "target")
+    adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "out", "fvt")
+    assert GenerationConfig.from_pretrained(tmp_path / "out").eos_token_id == target_stops
+    assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").config.eos_token_id == target_stops
