@@ -17,6 +17,7 @@ SLOW_FILES = {
     "tests/evaluation/test_vllm_harness.py",
     "tests/evaluation/test_vllm_servers_per_model.py",
     "tests/export/test_export_registered.py",
+    "tests/export/test_gguf_export.py",
     "tests/export/test_gguf_families.py",
     "tests/families/test_family_fertility.py",
     "tests/families/test_family_initializers.py",
@@ -53,11 +54,11 @@ SLOW_FILES = {
 # file::test, whatever its parameters
 SLOW_TESTS = {
     "tests/bad_input/test_generated_model_folders.py::test_the_clean_sharded_checkpoint_passes",
+    "tests/benchmarks/test_recovery_benchmark.py::test_the_arms_are_read_back_as_the_product_logged_them",
     "tests/evaluation/test_cluster_suite.py::test_cluster_suite_tasks_resolve_in_lm_eval",
     "tests/evaluation/test_evaluate_pipeline.py::test_evaluate_registered_model_logs_every_score",
     "tests/evaluation/test_gate_items.py::test_per_document_bits_sum_to_the_corpus_bits_per_byte",
     "tests/evaluation/test_offline_suite.py::test_lm_eval_scores_the_tasks_in_memory",
-    "tests/export/test_gguf_export.py::test_tokenizer_metadata_matches_the_adapted_tokenizer",
     "tests/families/test_family_model_fit.py::test_expansion_of_a_padded_vocabulary",
     "tests/families/test_family_model_fit.py::test_rows_smaller_than_the_target_ids_are_refused",
     "tests/families/test_family_tokenizer_cli.py::test_train_like_and_expand_a_family_folder",
