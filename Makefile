@@ -40,7 +40,7 @@ serving-env: install
 LLAMA_CPP_PYTHON := llama-cpp-python==0.3.36
 gguf-tools: install
 	$(BIN)/pip install -q $(LLAMA_CPP_PYTHON)
-	$(BIN)/python -c "from vocadapt.platform.gguf_export import converter_dir; converter_dir()"
+	$(BIN)/python -c "from vocadapt.platform.serving.gguf_export import converter_dir; converter_dir()"
 
 test: install gguf-tools
 	$(BIN)/python -m pytest

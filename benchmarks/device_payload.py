@@ -53,8 +53,8 @@ def tensor_hashes(state_dict) -> dict[str, str]:
 def stage(tokenizer: Path) -> None:
     from safetensors.torch import load_file
 
-    from vocadapt.platform.asset_builders import GGUF_FILE, _package_folder
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.builders import GGUF_FILE, _package_folder
+    from vocadapt.platform.assets.embedded import load_assets
 
     home = load_assets().home
     for folder in (FIRST, SECOND):
@@ -103,7 +103,7 @@ def unpack_first() -> None:
 
 
 def unpack_second() -> None:
-    from vocadapt.platform.asset_builders import GGUF_FILE, dequantised_model
+    from vocadapt.platform.assets.builders import GGUF_FILE, dequantised_model
 
     parts = [GGUF_THERE / "gguf.part1", SECOND / "gguf.part2"]
     missing = [str(part) for part in parts if not part.is_file()]

@@ -49,7 +49,7 @@ def main() -> None:
     from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
     from vocadapt.platform.config import load_config
     from vocadapt.platform.model_loading import load_model
-    from vocadapt.platform.sources import read_documents, resolve_inputs
+    from vocadapt.platform.assets.sources import read_documents, resolve_inputs
 
     config = load_config(args.config)
     inputs = resolve_inputs(config)

@@ -11,7 +11,7 @@ English word list ``lexicons/en.txt`` that `vocadapt assets` builds, and the sou
 
 Columns: every language of ``--languages`` whose embedded corpus is built, on its held-out ``test`` split (help pages
 and Bible paragraphs, the domain the target tokenizer was trained on) and, for Italian and English, on Debian's
-fortune cookies (``platform/out_of_domain.py``), text no vocadapt corpus trains on.
+fortune cookies (``platform/assets/out_of_domain.py``), text no vocadapt corpus trains on.
 
 Fertility is ``language_fertility_report``'s (``components/tokenizers/language_fertility.py``): tokens per
 whitespace-separated word, special tokens not counted, SAVA Table 2's definition (Rust et al. 2021). Tokens per
@@ -101,8 +101,8 @@ def load_texts(languages: list[str], limit: int | None, out_of_domain: bool = Tr
                ) -> tuple[dict[str, list[str]], dict[str, dict], list[str]]:
     """``"<lang>/held-out"`` and ``"<lang>/out-of-domain"`` -> paragraphs; their descriptions; what was skipped."""
     from vocadapt.components.errors import UserError
-    from vocadapt.platform.assets import vocadapt_home
-    from vocadapt.platform.out_of_domain import out_of_domain_documents
+    from vocadapt.platform.assets.embedded import vocadapt_home
+    from vocadapt.platform.assets.out_of_domain import out_of_domain_documents
 
     texts, described, skipped = {}, {}, []
     for lang in languages:
@@ -132,7 +132,7 @@ def source_tokenizer(name: str) -> tuple[Any, str, str]:
     from transformers import AutoTokenizer
 
     if name == EMBEDDED:
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         return AutoTokenizer.from_pretrained(str(load_assets(languages=()).model_dir)), "SmolLM2-135M", "bytelevel-bpe"
     from vocadapt.platform.families.assets import family_tokenizer_dir
@@ -256,7 +256,7 @@ def markdown_tables(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     import resource
 
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
 
     arguments = parse_arguments(argv)
     if arguments.markdown is not None:

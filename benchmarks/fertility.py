@@ -49,7 +49,7 @@ def adaptation_figures(workdir: str) -> None:
     from vocadapt.components.tokenizers.expand import delta_vocabulary, protected_source_text
     from vocadapt.components.tokenizers.fertility import fertility_report
     from vocadapt.components.tokenizers.train import train_tokenizer
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
     from vocadapt.components.corpora.lines import read_lines
     from vocadapt.platform.model_loading import load_tokenizer
 
@@ -141,7 +141,7 @@ def main() -> int:
     if args.corpus:
         files = args.corpus
     else:
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         assets = load_assets(languages=("it",))
         files = [assets.corpus("it", "validation"), assets.corpus("en", "validation")]

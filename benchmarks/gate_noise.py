@@ -34,10 +34,10 @@ def main() -> None:
 
     from vocadapt.components.evaluation.bootstrap import ItemParts, bootstrap_interval, paired_bootstrap
     from vocadapt.pipelines.side_by_side import build_items, score_model
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
     from vocadapt.platform.model_loading import load_model
-    from vocadapt.platform.out_of_domain import out_of_domain_documents
-    from vocadapt.platform.sources import read_documents
+    from vocadapt.platform.assets.out_of_domain import out_of_domain_documents
+    from vocadapt.platform.assets.sources import read_documents
 
     torch.set_num_threads(2)
     assets = load_assets(languages=("it",))

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not torch.cuda.is_available():
         raise SystemExit("generation_speed.py measures CUDA generation: no CUDA device here")
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
 
     if not args.random_shapes:
         raise SystemExit("without --random-shapes, call side_by_side() with your models (recovery_gpu.py does)")

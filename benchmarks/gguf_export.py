@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def italian_lines(documents: int) -> list[str]:
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
 
     lines = load_assets().corpus("it", "test").read_text(encoding="utf-8").splitlines()
     return [line for line in lines if line.strip()][:documents]
@@ -62,8 +62,8 @@ def main() -> None:
 
     from vocadapt.components.export.llama_cpp_checks import (bits_per_byte, decode_seconds, load_gguf,
                                                              prefill_seconds, token_ids)
-    from vocadapt.platform.assets import load_assets
-    from vocadapt.platform.gguf_export import converter_dir, require_llama_cpp
+    from vocadapt.platform.assets.embedded import load_assets
+    from vocadapt.platform.serving.gguf_export import converter_dir, require_llama_cpp
 
     require_llama_cpp()
     converter = converter_dir()

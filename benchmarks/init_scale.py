@@ -164,7 +164,7 @@ def run_child(work: Path, method: str) -> dict:
     helper = f"vectors:{work / HELPER_FILE}" if get_initializer(name).needs_helper else None
     options = None
     if name == "wechsel":  # the English and Italian fastText models and dictionary `vocadapt assets` builds
-        from vocadapt.platform.assets import resolve_wechsel_options
+        from vocadapt.platform.assets.embedded import resolve_wechsel_options
 
         options = resolve_wechsel_options({}, "en", "it")
     record = adapt_checkpoint(

@@ -51,7 +51,7 @@ def measure(objective: str, args) -> dict:
     from vocadapt.components.training import LaptData, LaptSettings, train_lapt
     from vocadapt.components.training.data import read_documents
     from vocadapt.components.training.objectives import Distillation
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
 
     assets = load_assets(languages=("it",))
     gpu = torch.cuda.is_available()

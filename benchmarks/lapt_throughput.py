@@ -64,7 +64,7 @@ def measure(shape: str, args, accumulation: int, compiled: bool) -> dict:
     import torch
 
     from vocadapt.components.training import LaptData, LaptSettings, train_lapt
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory, init_single_process
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory, init_single_process
 
     init_single_process("nccl")
     model, weights = build_model(shape)

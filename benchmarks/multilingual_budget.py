@@ -70,7 +70,7 @@ def main() -> int:
     from vocadapt.components.tokenizers.multilingual import expand_for_languages
     from vocadapt.components.tokenizers.train import train_tokenizer
     from vocadapt.pipelines.languages import read_pairs
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
 
     assets = load_assets(languages=args.languages)
     source = AutoTokenizer.from_pretrained(str(assets.model_dir))

@@ -22,8 +22,8 @@ from vocadapt.components.tokenizers.expand import expand_with_top_k
 from vocadapt.components.tokenizers.train import train_tokenizer
 from vocadapt.components.training import LaptData, LaptSettings, train_lapt
 from vocadapt.components.training.data import read_documents
-from vocadapt.platform.assets import load_assets
-from vocadapt.platform.out_of_domain import out_of_domain_documents
+from vocadapt.platform.assets.embedded import load_assets
+from vocadapt.platform.assets.out_of_domain import out_of_domain_documents
 
 STEPS, LR, LINES, DOCS, CHARS = int(sys.argv[1]), float(sys.argv[2]), 5000, 6, 600
 out = Path(sys.argv[3]); out.mkdir(parents=True, exist_ok=True)

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", default=None, help="with --sweep-run: its store (default: the config's)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/recovery"))
     args = parser.parse_args(argv)
-    from vocadapt.platform.sweeps import load_sweep_config
+    from vocadapt.platform.sweeps.tune import load_sweep_config
 
     sweep = load_sweep_config(args.sweep)
     sweep.overrides = [*sweep.overrides, *args.set]

@@ -192,7 +192,7 @@ def speed(result, config, args) -> dict:
 
     import generation_speed
     from vocadapt.platform.model_loading import load_model
-    from vocadapt.platform.sources import resolve_inputs
+    from vocadapt.platform.assets.sources import resolve_inputs
 
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
     contenders = {}

@@ -45,7 +45,7 @@ def main() -> int:
     if args.corpus:
         files = [Path(path) for path in args.corpus]
     else:
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         assets = load_assets(languages=("it",))
         files = [assets.corpus("it", "train"), assets.corpus("en", "train")]

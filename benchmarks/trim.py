@@ -116,8 +116,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     from vocadapt.components.surgery.trim import trim_checkpoint
-    from vocadapt.platform.assets import load_assets, vocadapt_home
-    from vocadapt.platform.sources import read_documents
+    from vocadapt.platform.assets.embedded import load_assets, vocadapt_home
+    from vocadapt.platform.assets.sources import read_documents
 
     assets = load_assets(languages=("it",))
     source = gemma_folder(vocadapt_home())

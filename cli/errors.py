@@ -61,7 +61,7 @@ def user_errors(*kinds: type[BaseException]) -> Iterator[None]:
 
 def logs_dir() -> Path:
     """Where internal errors' tracebacks go: ``$VOCADAPT_HOME/logs`` (default ``~/.cache/vocadapt/logs``)."""
-    from vocadapt.platform.assets import vocadapt_home
+    from vocadapt.platform.assets.embedded import vocadapt_home
 
     return vocadapt_home() / "logs"
 

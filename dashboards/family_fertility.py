@@ -16,7 +16,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from vocadapt.platform.assets import vocadapt_home
+from vocadapt.platform.assets.embedded import vocadapt_home
 
 COMMITTED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "family-fertility" / "matrix.json"
 MEASURES = {"tokens_per_word": "tokens per word", "tokens_per_paragraph": "tokens per paragraph",

@@ -4,7 +4,7 @@ gates; read from MLflow into pandas frames, no Streamlit here, so it is tested d
 ``adapt`` logs the source model's figures on the parent run (``source_model.*``, fertility of both tokenizers, the
 parent's ``gates/items.json``) and each method's on its child run (the side-by-side benchmark, out-of-domain and
 held-out bits per byte, parameter counts, its own ``gates/items.json``). The gates are decided here exactly as
-``vocadapt promote`` decides them (``platform/registry.py``: the version's recorded gates, the run's metrics with
+``vocadapt promote`` decides them (``platform/registry/model_versions.py``: the version's recorded gates, the run's metrics with
 its parent's, the per-item parts behind each paired-bootstrap interval), without moving any alias.
 """
 
@@ -103,9 +103,9 @@ def gate_frame(results) -> pd.DataFrame:
 def version_gates(client, name: str, version: int) -> tuple[pd.DataFrame, str]:
     """The gates of ``name`` version ``version`` decided as ``vocadapt promote`` decides them (nothing moves);
     with where the gates came from, in words."""
-    from vocadapt.platform.gate_items import collect_gate_items
-    from vocadapt.platform.gates import evaluate_gates, gated_languages
-    from vocadapt.platform.registry import collect_metrics, recorded_gates
+    from vocadapt.platform.registry.gate_items import collect_gate_items
+    from vocadapt.platform.registry.gates import evaluate_gates, gated_languages
+    from vocadapt.platform.registry.model_versions import collect_metrics, recorded_gates
 
     model_version = client.get_model_version(name, str(version))
     gates, origin = recorded_gates(model_version)
@@ -120,7 +120,7 @@ HISTORY_COLUMNS = ["model", "alias", "version", "event", "at", "by", "decision",
 
 def alias_events(name: str, model_tags: Mapping[str, str], aliases: Mapping[str, str],
                  version_tags: Mapping[int, Mapping[str, str]]) -> pd.DataFrame:
-    """The aliases' story from what ``platform/registry.py`` records: each promotion decision on a version
+    """The aliases' story from what ``platform/registry/model_versions.py`` records: each promotion decision on a version
     (``vocadapt.promotion.<alias>.*``: accepted or refused, when, by whom, the previous version), each rollback
     (``vocadapt.rollback.<alias>``, and ``...restored_at`` on the version it went back to), and where each alias
     points now with its history (``vocadapt.alias_history.<alias>`` on the registered model); oldest first, the

@@ -196,7 +196,7 @@ def language_scores_table(methods: pd.DataFrame, parents: pd.DataFrame) -> pd.Da
 
 def curve_keys(methods: pd.DataFrame) -> list[str]:
     """Metric keys that LAPT logs per step on the method runs (``lapt_loss``, ``lapt_learning_rate``, ...)."""
-    from vocadapt.platform.lapt_worker import METRIC_PREFIX
+    from vocadapt.platform.lapt.worker import METRIC_PREFIX
 
     keys = {key for metrics in methods["metrics"] for key in metrics
             if key.startswith(METRIC_PREFIX) or key in LEGACY_CURVES}
@@ -316,7 +316,7 @@ def expectation_runs(everything: ExperimentRuns, adapt: pd.DataFrame) -> pd.Data
 def expectation_table(client, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, corpus, expectation) from the runs' ``corpus_checks/expectations.json``: what the
     expectation measures, the value observed, the bound and whether it was met."""
-    from vocadapt.platform.corpus_checks import EXPECTATIONS_ARTIFACT
+    from vocadapt.platform.data.corpus_checks import EXPECTATIONS_ARTIFACT
 
     rows = []
     for run in runs.itertuples():

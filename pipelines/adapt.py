@@ -27,7 +27,7 @@ from vocadapt.pipelines.vocabulary_steps import (
     train_target_tokenizer,
 )
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, log_energy
-from vocadapt.platform.sources import ResolvedInputs, read_documents
+from vocadapt.platform.assets.sources import ResolvedInputs, read_documents
 from vocadapt.platform.tracking import (
     Tracker, git_commit, redact_tree, resolve_tracking_uri, sha256_files, sha256_tree,
 )
@@ -141,7 +141,7 @@ def _run(
         "vocadapt.git_commit": git_commit(),
         "vocadapt.corpus_sha256": sha256_files(list(inputs.corpus_files)),
     }
-    if config.target.multilingual:  # the gates judge every language (platform/gates.py::gated_languages)
+    if config.target.multilingual:  # the gates judge every language (platform/registry/gates.py::gated_languages)
         lineage["vocadapt.target_languages"] = ",".join(config.target.languages)
     from vocadapt.pipelines.side_by_side import items_for_config
 
@@ -154,7 +154,7 @@ def _run(
         tracker.log_text(parent_id, yaml.safe_dump(redact_tree(config.model_dump(mode="json")), sort_keys=False),
                          "config.yaml")
         if expectations is not None:
-            from vocadapt.platform.corpus_checks import log_expectations
+            from vocadapt.platform.data.corpus_checks import log_expectations
 
             log_expectations(tracker, parent_id, expectations)
 
@@ -190,7 +190,7 @@ def _run(
         tracker.log_dict(parent_id, fertility, "fertility.json")
         print_fertility(fertility, console)
         from vocadapt.pipelines.side_by_side import fertility_parts
-        from vocadapt.platform.gate_items import log_gate_items
+        from vocadapt.platform.registry.gate_items import log_gate_items
 
         # per-document parts of the gated measures (fertility here, the source model's scores below), from which
         # `vocadapt promote` bootstraps each gate's interval: the parent run's gates/items.json
@@ -314,7 +314,7 @@ def _parallel_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict
     for parity."""
     if not inputs.embedded or config.corpus.train != "embedded":
         return None
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
 
     english, assets = config.target.source_language, load_assets(languages=config.target.languages)
     parallel = {}
@@ -412,7 +412,7 @@ def _adapt_one_method(
         account(reading)
         del final_model
         tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
-        from vocadapt.platform.gate_items import log_gate_items
+        from vocadapt.platform.registry.gate_items import log_gate_items
 
         if side_by_side is not None:
             log_gate_items(tracker, run_id, outcome.gate_items)
@@ -475,12 +475,12 @@ def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) ->
 def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str, console):
     """Register the best method's model as ``candidate`` with lineage tags, a sha256 manifest and a model card.
 
-    A model that would not serve (platform/serve_check.py) is not registered: the reasons are printed and logged
+    A model that would not serve (platform/serving/serve_check.py) is not registered: the reasons are printed and logged
     (tag ``vocadapt.not_registered`` on the parent run), the trained models stay in the output folder, and the
     run finishes; None is returned."""
     from vocadapt.platform.model_loading import registered_model_name
-    from vocadapt.platform.registry import register_model
-    from vocadapt.platform.serve_check import NotServableError
+    from vocadapt.platform.registry.model_versions import register_model
+    from vocadapt.platform.serving.serve_check import NotServableError
 
     name = config.tracking.registered_model or registered_model_name(config)
     tags = lineage | {

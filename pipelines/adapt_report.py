@@ -140,7 +140,7 @@ def _print_side_by_side_language(result: AdaptResult, config: ExperimentConfig, 
 def print_gate_preview(result: AdaptResult, config: ExperimentConfig, console: Console) -> None:
     """The default promotion gates on the registered candidate's metrics and per-item parts, as `vocadapt promote`
     will judge them (estimates with their 95% intervals)."""
-    from vocadapt.platform.gates import PromotionDecision, PromotionGates, evaluate_gates, gate_table
+    from vocadapt.platform.registry.gates import PromotionDecision, PromotionGates, evaluate_gates, gate_table
 
     best = result.best
     metrics = dict(result.parent_metrics)

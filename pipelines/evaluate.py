@@ -164,7 +164,7 @@ def resolve_model(reference: str, tracking_uri: str, download_dir: Path) -> Reso
         raise UserError(f"--model {reference}: not found in the registry at {tracking_uri} ({error}); list "
                         "models with `mlflow models` or check MLFLOW_TRACKING_URI") from error
     shutil.rmtree(download_dir, ignore_errors=True)
-    from vocadapt.platform.mlflow_model import checkpoint_dir, download_model
+    from vocadapt.platform.registry.mlflow_model import checkpoint_dir, download_model
 
     local = checkpoint_dir(download_model(version.source, download_dir, tracking_uri))  # inside its MLflow model
     lineage = {key: value for key, value in version.tags.items() if key.startswith("vocadapt.")}

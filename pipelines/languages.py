@@ -158,7 +158,7 @@ def read_pairs(path: Path, language: str, reference: str = REFERENCE_LANGUAGE) -
 def english_lexicon(named: str | None) -> EnglishLexicon:
     """The word list ``MatrixSettings.protect_lexicon`` names; an empty one with a note where "embedded" was asked
     for and none was built, a UserError for a file that does not exist."""
-    from vocadapt.platform.sources import word_list_path
+    from vocadapt.platform.assets.sources import word_list_path
 
     path = word_list_path(named, REFERENCE_LANGUAGE, "protect_lexicon")
     if path is None:
@@ -181,7 +181,7 @@ def run_language_matrix(
     from transformers import AutoTokenizer
 
     from vocadapt.platform.config import ExperimentConfig
-    from vocadapt.platform.corpus_checks import log_expectations
+    from vocadapt.platform.data.corpus_checks import log_expectations
     from vocadapt.platform.model_loading import load_source_model
 
     settings = settings or MatrixSettings()
@@ -267,7 +267,7 @@ def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> d
     """Enough held-out pairs, training files present, then the corpus expectation suite on each language's
     training text; raises before any run or file exists. Returns the suite's results, to log with the matrix."""
     from vocadapt.components.errors import UserError
-    from vocadapt.platform.corpus_checks import CorpusSplit, raise_for_failed_expectations, run_expectation_suite
+    from vocadapt.platform.data.corpus_checks import CorpusSplit, raise_for_failed_expectations, run_expectation_suite
 
     if not corpora:
         raise UserError("no languages to measure; pass --lang XX (e.g. --lang hi --lang ja)")

@@ -18,13 +18,13 @@ from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy
 from vocadapt.platform.model_loading import check_teacher
-from vocadapt.platform.sources import read_documents, resolve_inputs
-from vocadapt.platform.storage import locate
+from vocadapt.platform.assets.sources import read_documents, resolve_inputs
+from vocadapt.platform.data.storage import locate
 from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
 
 if TYPE_CHECKING:
-    from vocadapt.platform.ray_train import LaptRunResult
-    from vocadapt.platform.sources import ResolvedInputs
+    from vocadapt.platform.lapt.ray_train import LaptRunResult
+    from vocadapt.platform.assets.sources import ResolvedInputs
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class LaptRequest:
     def run(self, tracking_uri: str | None, mlflow_run_id: str | None) -> LaptRunResult:
         """Train on Ray Train, the driver logging to ``mlflow_run_id``; the teacher of a 'distill' objective is
         ``lapt.teacher`` or the source model, decided and checked once, in Ray's plan (:func:`check_teacher`)."""
-        from vocadapt.platform.ray_train import run_lapt_on_ray
+        from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
 
         from vocadapt.pipelines.vocabulary_steps import lapt_language_files
 

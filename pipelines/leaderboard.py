@@ -8,7 +8,7 @@ measured per stage as ``vocadapt adapt`` measures them: each method's initialisa
 (``energy.init.kwh``, ``energy.evaluation.kwh``, ...), the per-stage sums over the whole leaderboard (tokenizer,
 helper and source scores included) on the parent, and each method's total beside its rank. The trained target
 tokenizer, the source model's bits per byte and a trained helper are kept in an artefact cache keyed by exactly
-their inputs (``platform/sweep_cache.py``), so a second leaderboard on the same inputs only initialises and scores.
+their inputs (``platform/sweeps/cache.py``), so a second leaderboard on the same inputs only initialises and scores.
 No model is written to disk and nothing is registered: it ranks starting points, ``vocadapt adapt`` trains them.
 """
 
@@ -31,8 +31,8 @@ from vocadapt.pipelines.vocabulary_steps import (
 )
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, log_energy
-from vocadapt.platform.sources import read_documents, resolve_inputs
-from vocadapt.platform.sweep_cache import ArtefactCache
+from vocadapt.platform.assets.sources import read_documents, resolve_inputs
+from vocadapt.platform.sweeps.cache import ArtefactCache
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
 
 LEADERBOARD_TAG = "vocadapt.leaderboard"  # on the parent run; the dashboard finds leaderboards by it

@@ -29,7 +29,7 @@ from rich.console import Console
 
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.platform.sources import ResolvedInputs
+from vocadapt.platform.assets.sources import ResolvedInputs
 
 if TYPE_CHECKING:
     from vocadapt.components.initializers import ConfiguredInitializer
@@ -69,7 +69,7 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
         return checked
     check_output_folder(output_dir, config, overwrite)
     from vocadapt.platform.model_loading import check_model_folder, check_teacher, load_target_tokenizer
-    from vocadapt.platform.sources import resolve_inputs
+    from vocadapt.platform.assets.sources import resolve_inputs
 
     checked.inputs = inputs = resolve_inputs(config)  # corpora exist, assets built, source model is a folder
     check_output_not_an_input(output_dir, config, inputs)
@@ -230,7 +230,7 @@ def resolve_methods(config: ExperimentConfig) -> dict[str, ConfiguredInitializer
         except ValueError as error:
             raise UserError(f"init.options.{method}: {error}") from error
         if methods[method].initializer.name == "wechsel":  # its fastText models and dictionary: 'embedded' or files
-            from vocadapt.platform.assets import resolve_wechsel_options
+            from vocadapt.platform.assets.embedded import resolve_wechsel_options
 
             options = resolve_wechsel_options(config.init.options.get(method, {}), config.target.source_language,
                                               config.target.language)
@@ -253,7 +253,7 @@ def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Con
     (naming the file or the expectation, and the fix) before any run or file exists. Returns the suite's results,
     which the caller logs once its run is open (``log_expectations``). ``cache`` (a sweep's ``ArtefactCache``)
     validates the same corpora under the same settings once per sweep."""
-    from vocadapt.platform.corpus_checks import CorpusSplit, check_corpus, raise_for_failed_expectations
+    from vocadapt.platform.data.corpus_checks import CorpusSplit, check_corpus, raise_for_failed_expectations
 
     console.rule("[bold]1. corpus checks")
     checks = [
@@ -290,11 +290,11 @@ def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Con
 
 def check_every_language_has_out_of_domain(config: ExperimentConfig) -> None:
     """With several target languages, the registered candidate is gated on every language's out-of-domain bits per
-    byte (``platform/gates.py``), so each target language needs out-of-domain text: Debian's fortunes where
+    byte (``platform/registry/gates.py``), so each target language needs out-of-domain text: Debian's fortunes where
     vocadapt reads them, else files declared in ``evaluation.out_of_domain_text.<code>``. Nothing is gated (and
     nothing refused) when the run scores no out-of-domain text or registers nothing. One target language keeps its
     older behaviour: the gate reports the metric missing."""
-    from vocadapt.platform.out_of_domain import SOURCES, languages_without_out_of_domain
+    from vocadapt.platform.assets.out_of_domain import SOURCES, languages_without_out_of_domain
 
     evaluation = config.evaluation
     if not (config.target.multilingual and evaluation.out_of_domain and evaluation.side_by_side_items
@@ -320,7 +320,7 @@ def check_out_of_domain_unseen(config: ExperimentConfig, inputs: ResolvedInputs,
     refuses the run. Hugging Face ``lapt.datasets`` and a ``tokenizer.pretrained``'s training text cannot be
     read here: a note says so."""
     from vocadapt.components.corpora.overlap import find_overlaps
-    from vocadapt.platform.out_of_domain import out_of_domain_for_config
+    from vocadapt.platform.assets.out_of_domain import out_of_domain_for_config
 
     if config.evaluation.side_by_side_items == 0:
         return  # nothing is scored out of domain
@@ -360,7 +360,7 @@ def check_out_of_domain_unseen(config: ExperimentConfig, inputs: ResolvedInputs,
 
 def corpus_expectations(config: ExperimentConfig, splits) -> dict[str, Any]:
     """The great-expectations suite on ``splits`` (``CorpusSplit``s) with the bounds of the config's corpus section."""
-    from vocadapt.platform.corpus_checks import run_expectation_suite
+    from vocadapt.platform.data.corpus_checks import run_expectation_suite
 
     corpus = config.corpus
     return run_expectation_suite(splits, min_share=corpus.min_language_share, max_chars=corpus.max_line_chars,

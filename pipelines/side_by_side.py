@@ -158,8 +158,8 @@ def items_for_config(config, inputs) -> SideBySideItems | None:
     fortunes where Debian has them), for every target language: each further one of ``target.languages`` in
     ``further``, its own held-out text and parallel pairs (the out-of-domain text of every language is scored with
     the first's items, as ``bpb_ood_<stream>``)."""
-    from vocadapt.platform.out_of_domain import out_of_domain_for_config
-    from vocadapt.platform.sources import read_documents
+    from vocadapt.platform.assets.out_of_domain import out_of_domain_for_config
+    from vocadapt.platform.assets.sources import read_documents
 
     evaluation = config.evaluation
     if evaluation.side_by_side_items == 0:
@@ -169,7 +169,7 @@ def items_for_config(config, inputs) -> SideBySideItems | None:
     embedded = inputs.embedded and config.corpus.train == "embedded"
     assets = None
     if embedded:
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         assets = load_assets(languages=tuple(validation))
 

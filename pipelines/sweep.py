@@ -24,11 +24,11 @@ from rich.console import Console
 
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.platform.sweeps import (
+from vocadapt.platform.sweeps.tune import (
     METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below,
     fit, log_config_params, loggable, read_state, trial_experiment, validate_sweep, write_state,
 )
-from vocadapt.platform.sweep_cache import ArtefactCache
+from vocadapt.platform.sweeps.cache import ArtefactCache
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
 
 FINISHED, FAILED, STOPPED, INTERRUPTED = "FINISHED", "FAILED", "STOPPED", "INTERRUPTED"
@@ -126,7 +126,7 @@ def check_methods(sweep: SweepConfig) -> None:
     """Every initialiser a trial could use is registered, with its options and helper, before any trial starts:
     each candidate trial's methods go through the adapt pipeline's one resolver."""
     from vocadapt.pipelines.adapt import resolve_methods
-    from vocadapt.platform.sweeps import SINGLE_METHOD_FIELD, trial_experiment
+    from vocadapt.platform.sweeps.tune import SINGLE_METHOD_FIELD, trial_experiment
 
     base_tree = sweep.base_tree()
     dimension = sweep.search_space.get(SINGLE_METHOD_FIELD)
@@ -143,7 +143,7 @@ def _check_corpora(base: ExperimentConfig, console: Console) -> tuple[Any, dict[
     """The base config's inputs and its corpus expectation results; raises (naming the file or expectation and the
     fix) on a bad corpus, so a sweep of bad data stops before its parent run exists."""
     from vocadapt.pipelines.adapt import check_corpora
-    from vocadapt.platform.sources import resolve_inputs
+    from vocadapt.platform.assets.sources import resolve_inputs
 
     inputs = resolve_inputs(base)
     return inputs, check_corpora(base, inputs, console)
@@ -153,8 +153,8 @@ def _record_corpus_checks(sweep: SweepConfig, base: ExperimentConfig, tracker: T
                           expectations: dict[str, Any]) -> None:
     """Log the expectation results on the sweep's run and put them in the trials' cache, where every trial on the
     same corpora and bounds reuses them (a trial whose values change the corpus section validates its own)."""
-    from vocadapt.platform.corpus_checks import log_expectations
-    from vocadapt.platform.sweep_cache import CACHE_FOLDER
+    from vocadapt.platform.data.corpus_checks import log_expectations
+    from vocadapt.platform.sweeps.cache import CACHE_FOLDER
 
     log_expectations(tracker, parent_id, expectations)
     cache = ArtefactCache((sweep.storage() / sweep.name / CACHE_FOLDER).uri)
@@ -290,7 +290,7 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
 
 def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> tuple[str, int]:
     from vocadapt.platform.model_loading import registered_model_name
-    from vocadapt.platform.registry import register_model
+    from vocadapt.platform.registry.model_versions import register_model
 
     name = sweep.registered_model or base.tracking.registered_model or registered_model_name(base)
     existing = _registered_version_of(tracker, name, parent_id, best["trial_id"])
@@ -308,7 +308,7 @@ def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> t
 def _registered_version_of(tracker, name: str, sweep_run_id: str, trial_id: str) -> int | None:
     from mlflow.exceptions import MlflowException
 
-    from vocadapt.platform.registry import _registry_client
+    from vocadapt.platform.registry.model_versions import _registry_client
 
     try:
         versions = _registry_client(tracker.tracking_uri).search_model_versions(f"name = '{name}'")

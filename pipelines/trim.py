@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.sources import read_documents
+from vocadapt.platform.assets.sources import read_documents
 
 
 def trim_corpora(languages: Sequence[str], corpus_files: Sequence[Path]) -> tuple[Path, ...]:
@@ -23,7 +23,7 @@ def trim_corpora(languages: Sequence[str], corpus_files: Sequence[Path]) -> tupl
         raise UserError("no text to trim to: give --language CODE (the embedded corpora; repeatable) or --corpus FILE")
     found = []
     if languages:
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         assets = load_assets(languages=tuple(languages))  # refuses a language whose corpus is not built
         found = [assets.corpus(language, "train") for language in languages]
@@ -46,7 +46,7 @@ def run_trim(model: str, out: Path, *, languages: Sequence[str] = (), corpus_fil
     if out.exists() and not overwrite:
         raise UserError(f"--out {out} already exists; choose another --out or pass --overwrite")
     if model == EMBEDDED_MODEL:
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         folder = load_assets().model_dir
     else:

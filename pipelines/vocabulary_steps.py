@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import measure_energy
-from vocadapt.platform.sources import ResolvedInputs, read_documents
+from vocadapt.platform.assets.sources import ResolvedInputs, read_documents
 
 if TYPE_CHECKING:
     from vocadapt.components.initializers import ConfiguredInitializer

@@ -208,7 +208,7 @@ def load_tokenizer(spec: str):
     from transformers import AutoTokenizer
 
     if spec == "embedded":
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         try:
             spec = str(load_assets().model_dir)

@@ -30,7 +30,7 @@ def embedded_assets():
 
     Built on first use (about a minute with network for the Debian packages, the Bible alone without); then instant.
     """
-    from vocadapt.platform.assets import build_assets
+    from vocadapt.platform.assets.embedded import build_assets
 
     return build_assets(languages=("it",))
 

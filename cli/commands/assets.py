@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
             _fetch_families(family, home, force)
             return
 
-        from vocadapt.platform.assets import build_assets
+        from vocadapt.platform.assets.embedded import build_assets
 
         console = Console(stderr=True)
         started = time.perf_counter()

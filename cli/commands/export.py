@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         converter lacks, a pre-tokenizer it has no name for)."""
         from vocadapt.components.errors import UserError
         from vocadapt.components.export.gguf import QUANTS
-        from vocadapt.platform.gguf_export import default_out_path, export_folder, export_registered
+        from vocadapt.platform.serving.gguf_export import default_out_path, export_folder, export_registered
 
         with user_errors():
             if format != "gguf":

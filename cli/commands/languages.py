@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
             embedded_language_corpus,
             run_language_matrix,
         )
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
         from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
 
         with user_errors():

@@ -19,7 +19,7 @@ def load_gates(path: Path | None):
     from pydantic import ValidationError
 
     from vocadapt.platform.config import read_yaml_mapping
-    from vocadapt.platform.registry import PromotionGates
+    from vocadapt.platform.registry.model_versions import PromotionGates
 
     if path is None:
         return PromotionGates()
@@ -32,7 +32,7 @@ def load_gates(path: Path | None):
     except ValidationError as error:
         fields = "; ".join(".".join(("promotion", *map(str, e["loc"]))) + f": {e['msg'].removeprefix('Value error, ')}"
                            for e in error.errors())
-        raise UserError(f"gates in {path} are invalid ({fields}); see PromotionGates in platform/gates.py") \
+        raise UserError(f"gates in {path} are invalid ({fields}); see PromotionGates in platform/registry/gates.py") \
             from error
 
 
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         from mlflow.exceptions import MlflowException
         from rich.console import Console
 
-        from vocadapt.platform.registry import explain_mlflow_error, gate_table, promote, registry_client
+        from vocadapt.platform.registry.model_versions import explain_mlflow_error, gate_table, promote, registry_client
 
         with user_errors():
             if require_gguf is not None:
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             try:
                 client = registry_client(tracking_uri)
                 if require_gguf is not None:
-                    from vocadapt.platform.gguf_export import require_exported_gguf
+                    from vocadapt.platform.serving.gguf_export import require_exported_gguf
 
                     gguf = require_exported_gguf(client, name, version, require_gguf)
                 decision = promote(client, name, version, alias=to, gates=gates,
@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
         """Move the alias back to the version it pointed at before the last promotion."""
         from mlflow.exceptions import MlflowException
 
-        from vocadapt.platform.registry import explain_mlflow_error, registry_client, rollback
+        from vocadapt.platform.registry.model_versions import explain_mlflow_error, registry_client, rollback
 
         with user_errors():
             try:

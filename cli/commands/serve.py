@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
 
         from mlflow.exceptions import MlflowException
 
-        from vocadapt.platform.registry import explain_mlflow_error, registry_client
-        from vocadapt.platform.serving import download_verified, parse_model_uri, serve_verified
+        from vocadapt.platform.registry.model_versions import explain_mlflow_error, registry_client
+        from vocadapt.platform.serving.registered import download_verified, parse_model_uri, serve_verified
         from vocadapt.platform.tracking import resolve_tracking_uri
 
         with user_errors():

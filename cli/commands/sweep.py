@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run a sweep: ASHA on held-out target bits per byte, leaderboard in MLflow, best trial registered."""
         from vocadapt.pipelines.sweep import run_sweep
-        from vocadapt.platform.sweeps import load_sweep_config
+        from vocadapt.platform.sweeps.tune import load_sweep_config
 
         with user_errors():
             path = config_opt or config_arg

@@ -165,7 +165,7 @@ def expand_command(
         if protect_lexicon and no_protect_lexicon:
             raise UserError("--protect-lexicon and --no-protect-lexicon contradict each other; give one")
         if not protect_lexicon and not no_protect_lexicon:  # protected by default; opting out is explicit
-            from vocadapt.platform.sources import word_list_path
+            from vocadapt.platform.assets.sources import word_list_path
 
             embedded = word_list_path("embedded", "en", "--protect-lexicon")
             protect_lexicon = [embedded] if embedded is not None else []  # none built: the summary lists none

@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
                 raise UserError(f"--dtype {dtype!r}: use bfloat16, float16 or float32")
             chosen = model_family(family)
             from vocadapt.components.input_files import refuse_output_over_inputs
-            from vocadapt.platform.assets import vocadapt_home
+            from vocadapt.platform.assets.embedded import vocadapt_home
 
             refuse_output_over_inputs(out, "--out", [("the fetched tokenizers (vocadapt assets --family)",
                                                       vocadapt_home() / "families"), ("--hub-cache", hub_cache)])

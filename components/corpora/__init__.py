@@ -1,6 +1,6 @@
 """Parallel corpora for the embedded default: parsing sources into aligned units and splitting them.
 
-Pure functions, no downloads: ``platform/assets.py`` fetches the sources and calls these.
+Pure functions, no downloads: ``platform/assets/embedded.py`` fetches the sources and calls these.
 """
 
 from vocadapt.components.corpora.bible import read_bible_verses, align_bible_verses

@@ -61,7 +61,7 @@ def train_seeded_fasttext(path: str, *, seed: int, **arguments: Any) -> Any:
     fasttext-numpy2 0.10.4's ``train_unsupervised`` rejects ``seed`` (its argument list omits it, though the C++
     ``args`` has the field and defaults it to 0), so the seed is set on the argument object the same way
     ``train_unsupervised`` builds it. One thread makes the result independent of scheduling. The fastText helper
-    and the WECHSEL word models (``platform/word_vectors.py``) both train here.
+    and the WECHSEL word models (``platform/assets/word_vectors.py``) both train here.
     """
     from fasttext import FastText
 

@@ -1,5 +1,5 @@
 """The optimisation engine seam: the loop calls ``backward`` and ``step`` and never knows whether plain torch
-(this file) or DeepSpeed (``vocadapt.platform.deepspeed_config``) is underneath.
+(this file) or DeepSpeed (``vocadapt.platform.lapt.deepspeed_config``) is underneath.
 
 Both follow DeepSpeed's semantics: ``backward(loss)`` once per micro-batch with the loss *not* divided by the
 accumulation steps, ``step()`` once per micro-batch; the optimizer only steps on an accumulation boundary.

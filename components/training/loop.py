@@ -1,6 +1,6 @@
 """The LAPT loop: one process, no Ray, so it can be benchmarked and debugged anywhere.
 
-``vocadapt.platform.ray_train`` runs this same function inside Ray Train workers; under ``torch.distributed`` each
+``vocadapt.platform.lapt.ray_train`` runs this same function inside Ray Train workers; under ``torch.distributed`` each
 rank reads its own data shard and the engine (plain torch DDP, or DeepSpeed through ``engine_factory``) keeps the
 replicas in step. Metrics are logged on rank 0 only; throughput counts real tokens over all ranks.
 """

@@ -36,7 +36,7 @@ class HeldOutData:
 
     @classmethod
     def from_embedded(cls, languages: Sequence[str]) -> HeldOutData:
-        from vocadapt.platform.assets import load_assets
+        from vocadapt.platform.assets.embedded import load_assets
 
         targets = [lang for lang in languages if lang != "en"]
         assets = load_assets(languages=targets)

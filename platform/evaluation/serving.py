@@ -28,7 +28,7 @@ CUDA_EXTRAS_TO_REMOVE = ("torchvision", "torchaudio", "torchcodec")
 
 def serving_venv_dir() -> Path:
     """``$VOCADAPT_SERVING_VENV``, else ``$VOCADAPT_HOME/serving-venv``."""
-    from vocadapt.platform.assets import vocadapt_home
+    from vocadapt.platform.assets.embedded import vocadapt_home
 
     configured = os.environ.get("VOCADAPT_SERVING_VENV")
     return Path(configured).expanduser() if configured else vocadapt_home() / "serving-venv"

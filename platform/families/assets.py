@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.assets import file_sha256, vocadapt_home
+from vocadapt.platform.assets.embedded import file_sha256, vocadapt_home
 from vocadapt.platform.families.catalogue import ModelFamily, family_names, model_family
 
 NPM_REGISTRY = os.environ.get("VOCADAPT_NPM_REGISTRY", "https://registry.npmjs.org")

@@ -8,7 +8,7 @@ hidden width (``width="real"``: surgery and memory at the real size) or a reduce
 enough to train in a test). Depth is always reduced (``layers``). Its weights are random, so it says nothing about
 quality: config.json carries ``vocadapt_twin`` (family, hub id, what was reduced, the note "random weights, not the
 real model"), every checkpoint vocadapt writes from it keeps that key, and the registry tags and describes a
-version built from one as a twin (``platform/registry.py``).
+version built from one as a twin (``platform/registry/model_versions.py``).
 
 ``install_twin_in_hub_cache`` lays a twin out as huggingface_hub's cache does, under the real hub id, so that with
 ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE`` pointing there, ``source.model: meta-llama/Llama-3.1-8B`` takes exactly the
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.assets import file_sha256
+from vocadapt.platform.assets.embedded import file_sha256
 from vocadapt.platform.families.catalogue import ModelFamily, model_family
 
 TWIN_KEY = "vocadapt_twin"

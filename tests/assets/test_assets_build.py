@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vocadapt.platform import asset_builders
-from vocadapt.platform.assets import AssetsNotBuilt, build_assets, load_assets, vocadapt_home
+from vocadapt.platform.assets import builders as asset_builders
+from vocadapt.platform.assets.embedded import AssetsNotBuilt, build_assets, load_assets, vocadapt_home
 from vocadapt.cli.app import app
 
 
@@ -55,7 +55,7 @@ class FakeBuilders:
     def build_word_vectors(self, lang, corpus, workspace, console) -> dict:
         (workspace / "word_vectors").mkdir(parents=True, exist_ok=True)
         (workspace / "word_vectors" / f"{lang}.bin").write_bytes(corpus.read_bytes())
-        from vocadapt.platform.word_vectors import word_vector_settings
+        from vocadapt.platform.assets.word_vectors import word_vector_settings
 
         return {"file": f"word_vectors/{lang}.bin", "settings": word_vector_settings()}
 
@@ -69,7 +69,7 @@ def fake(monkeypatch) -> FakeBuilders:
     monkeypatch.setattr(asset_builders, "build_model", builders.build_model)
     monkeypatch.setattr(asset_builders, "build_corpora", builders.build_corpora)
     monkeypatch.setattr(asset_builders, "build_lexicon", builders.build_lexicon)
-    from vocadapt.platform import word_vectors  # WECHSEL's word models and dictionaries
+    from vocadapt.platform.assets import word_vectors  # WECHSEL's word models and dictionaries
 
     monkeypatch.setattr(word_vectors, "build_word_vectors", builders.build_word_vectors)
     monkeypatch.setattr(word_vectors, "build_dictionary", builders.build_dictionary)

@@ -9,7 +9,7 @@ import pytest
 from vocadapt.components.corpora import AlignedUnit, keep_language
 from vocadapt.components.language_id import fasttext_label, find_lid_model, identify_languages, language_shares
 from vocadapt.components.errors import UserError
-from vocadapt.platform.corpus_checks import CorpusCheckError, check_corpus
+from vocadapt.platform.data.corpus_checks import CorpusCheckError, check_corpus
 
 
 def test_lid_model_found_and_labels_italian_and_english():
@@ -90,7 +90,7 @@ def test_folder_and_no_files_fail(tmp_path):
 
 
 def test_expectation_suite_passes_on_italian_splits_and_fails_on_english(fixture_corpora, tmp_path):
-    from vocadapt.platform.corpus_checks import expectation_suite_results
+    from vocadapt.platform.data.corpus_checks import expectation_suite_results
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes("Una riga in italiano.\n".encode() * 3 + b"\xff broken\n")

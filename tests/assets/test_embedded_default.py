@@ -8,7 +8,7 @@ import json
 import pytest
 
 from vocadapt.components.corpora import split_of
-from vocadapt.platform.assets import load_assets
+from vocadapt.platform.assets.embedded import load_assets
 
 
 @pytest.fixture(scope="module")

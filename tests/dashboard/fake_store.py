@@ -26,9 +26,9 @@ EXPECTATIONS = ("expect_table_row_count_to_be_between", "expect_column_values_to
 
 def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
-    from vocadapt.platform.corpus_checks import log_expectations
+    from vocadapt.platform.data.corpus_checks import log_expectations
     from vocadapt.platform.energy import log_energy
-    from vocadapt.platform.lapt_worker import METRIC_PREFIX
+    from vocadapt.platform.lapt.worker import METRIC_PREFIX
     from vocadapt.platform.tracking import Tracker
 
     import mlflow
@@ -54,7 +54,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
                 tracker.log_params(run_id, {"method": method})
                 tracker.log_metrics(run_id, {"bpb_target_zero_shot": 2.4 - offset * 0.3,
                                              "bpb_source_zero_shot": 2.0 - offset * 0.2}, step=0)
-                for step in range(1, 6):  # as platform/lapt_worker.py logs LAPT, with its prefix
+                for step in range(1, 6):  # as platform/lapt/worker.py logs LAPT, with its prefix
                     tracker.log_metrics(run_id, {f"{METRIC_PREFIX}loss": 6.0 / step + offset * 0.2,
                                                  f"{METRIC_PREFIX}learning_rate": 3e-4}, step=step)
                 tracker.log_metrics(run_id, {f"{METRIC_PREFIX}bits_per_byte_target": 1.5}, step=5)
@@ -71,7 +71,7 @@ def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
     model_uri = tracker.log_model_directory(run_id, _tiny_folder(folder))
     tracker.register(model_uri, REGISTERED, alias="candidate", run_id=run_id,
                      tags={"vocadapt.method": METHODS[-1], "vocadapt.source_model": "kestrel-135m"})
-    from vocadapt.platform.registry import promote
+    from vocadapt.platform.registry.model_versions import promote
 
     promote(tracker.client, REGISTERED, 1)  # refused (no out-of-domain parts): a decision recorded on the version
     with tracker.run(EVALUATION_RUN, tags={"vocadapt.suite": "offline", "vocadapt.model_version": "1"}) as run:
@@ -166,7 +166,7 @@ MATRIX_ROWS = (("qa", "Latin", True, 1.6, 0.9), ("qb", "Khmer", False, 9.4, 1.6)
 def fill_language_matrix(folder: Path, experiment: str = MATRIX_EXPERIMENT) -> str:
     """A language matrix logged the way ``vocadapt languages`` logs it (parent run, one child per language)."""
     from vocadapt.pipelines.languages import _track_language
-    from vocadapt.platform.corpus_checks import log_expectations
+    from vocadapt.platform.data.corpus_checks import log_expectations
     from vocadapt.platform.tracking import Tracker
 
     uri = f"sqlite:///{folder / 'mlflow.db'}"

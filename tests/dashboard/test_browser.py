@@ -34,7 +34,7 @@ def store(tiny_adapt_over_http):
     """(client, tracking URL, experiment, adapt run, method runs, registered name and version), promoted once."""
     from mlflow.tracking import MlflowClient
 
-    from vocadapt.platform.registry import promote
+    from vocadapt.platform.registry.model_versions import promote
 
     url, report, _ = tiny_adapt_over_http
     client = MlflowClient(url, registry_uri=url)
@@ -170,7 +170,7 @@ def expected_gates(client, name: str, version: int):
     """The gates decided from what the store holds: the version's metrics (its run's, then its parent's), the
     per-item parts of both runs' gates/items.json, the gates recorded on the version (else the defaults)."""
     from vocadapt.components.evaluation.bootstrap import parts_from_json
-    from vocadapt.platform.gates import PromotionGates, evaluate_gates
+    from vocadapt.platform.registry.gates import PromotionGates, evaluate_gates
 
     model_version = client.get_model_version(name, str(version))
     run = client.get_run(model_version.run_id)

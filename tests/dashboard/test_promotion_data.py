@@ -45,7 +45,7 @@ def pd_isna(value) -> bool:
 
 def test_gate_rows_carry_the_interval_and_verdict():
     from vocadapt.components.evaluation.bootstrap import ItemParts
-    from vocadapt.platform.gates import PromotionGates, evaluate_gates
+    from vocadapt.platform.registry.gates import PromotionGates, evaluate_gates
 
     ids = tuple(f"d{i}" for i in range(6))
     items = {"bpb_ood_target": ItemParts("ratio", [[2.0, 1.0]] * 6, ids),

@@ -80,7 +80,7 @@ def test_fertility_parts_pair_the_two_tokenizers_on_the_same_documents(tiny, fix
 
 def test_items_round_trip_through_mlflow(tmp_path):
     from vocadapt.components.evaluation.bootstrap import ItemParts, ratio_parts
-    from vocadapt.platform.gate_items import collect_gate_items, log_gate_items
+    from vocadapt.platform.registry.gate_items import collect_gate_items, log_gate_items
     from vocadapt.platform.tracking import Tracker
 
     tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "items")

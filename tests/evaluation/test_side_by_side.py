@@ -83,7 +83,7 @@ def test_compare_on_documents_joins_the_documents_up_to_the_characters(tiny):
 
 
 def test_fortune_files_become_one_paragraph_per_cookie(tmp_path):
-    from vocadapt.platform.out_of_domain import _cookies, out_of_domain_documents
+    from vocadapt.platform.assets.out_of_domain import _cookies, out_of_domain_documents
 
     (tmp_path / "italia").write_bytes(
         "Il cervello e' un organo favoloso.  Comincia a lavorare\nla mattina.\n\t\t-- Robert Frost\n%\n"

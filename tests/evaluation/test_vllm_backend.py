@@ -21,7 +21,7 @@ def test_vllm_server_generates_greedily_like_transformers(vllm_sized_model, tmp_
     from vocadapt.platform.evaluation.generation import TransformersBackend, VllmBackend
     from vocadapt.platform.evaluation.serving import VllmServer
     from vocadapt.platform.model_loading import load_model
-    from vocadapt.platform.serve_check import encode_mismatch, greedy_decode
+    from vocadapt.platform.serving.serve_check import encode_mismatch, greedy_decode
 
     prompts = ["Traduci dall'Inglese all'Italiano\nText: Good morning.\nTranslation:", "E Dio disse:"]
     server = VllmServer(vllm_sized_model, log_file=tmp_path / "vllm.log", max_model_len=512)

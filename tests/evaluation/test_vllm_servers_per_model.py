@@ -106,7 +106,7 @@ def test_one_real_vllm_server_serves_the_benchmarks_and_the_generation_greedily(
     from vocadapt.pipelines.evaluate import EvaluationRequest, run_evaluate
     from vocadapt.platform.evaluation import generation, harness, serving
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
-    from vocadapt.platform.serve_check import encode_mismatch, greedy_decode
+    from vocadapt.platform.serving.serve_check import encode_mismatch, greedy_decode
 
     if not serving.serving_venv_ready():
         pytest.skip(f"no vLLM serving environment at {serving.serving_venv_dir()} (build it with `make serving-env`)")

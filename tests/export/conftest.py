@@ -32,7 +32,7 @@ def tiny_adapted_models(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def gguf_converter() -> Path:
-    from vocadapt.platform.gguf_export import converter_dir
+    from vocadapt.platform.serving.gguf_export import converter_dir
 
     return converter_dir()
 

@@ -19,7 +19,7 @@ def test_exporting_a_registered_version_logs_the_gguf_and_promotion_can_require_
     from tests.mlflow_server import mlflow_server
     from tests.registry.tiny_registry_world import credentials, lineage, log_adapted_runs
     from vocadapt.cli.app import app
-    from vocadapt.platform.registry import register_model
+    from vocadapt.platform.registry.model_versions import register_model
     from vocadapt.platform.tracking import Tracker
 
     out = tmp_path / "exported.gguf"

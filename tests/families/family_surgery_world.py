@@ -22,7 +22,7 @@ _WORK = Path(tempfile.mkdtemp(prefix="vocadapt-family-surgery-"))
 
 @lru_cache(maxsize=1)
 def italian_lines() -> tuple[str, ...]:
-    from vocadapt.platform.assets import build_assets
+    from vocadapt.platform.assets.embedded import build_assets
 
     train = build_assets(languages=("it",)).home / "corpora" / "it" / "train.txt"
     with open(train, encoding="utf-8") as handle:

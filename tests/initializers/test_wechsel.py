@@ -211,7 +211,7 @@ def _dictd(entries: list[str]) -> tuple[str, bytes]:
 
 
 def test_dictd_pairs_take_the_first_single_word_translation_of_each_sense():
-    from vocadapt.platform.word_vectors import dictd_number, dictd_pairs
+    from vocadapt.platform.assets.word_vectors import dictd_number, dictd_pairs
 
     assert dictd_number("C6q") == 2 * 64 * 64 + 58 * 64 + 42
     index, data = _dictd([
@@ -234,7 +234,7 @@ class _Assets:
 
 
 def test_embedded_options_resolve_to_the_built_files_or_name_the_fix(tmp_path):
-    from vocadapt.platform.assets import resolve_wechsel_options
+    from vocadapt.platform.assets.embedded import resolve_wechsel_options
 
     built = {"word_vectors": {"en": {"file": "word_vectors/en.bin"}, "it": {"file": "word_vectors/it.bin"}},
              "dictionaries": {"en-it": {"file": "dictionaries/en-it.txt"}}}
@@ -259,7 +259,7 @@ def test_a_sweep_checks_wechsel_files_before_any_trial(tmp_path, monkeypatch):
     machine without `vocadapt assets` stops before any trial, naming the command."""
     from vocadapt.pipelines.adapt import resolve_methods
     from vocadapt.pipelines.sweep import check_methods
-    from vocadapt.platform.sweeps import load_sweep_config, trial_experiment, validate_sweep
+    from vocadapt.platform.sweeps.tune import load_sweep_config, trial_experiment, validate_sweep
 
     (tmp_path / "base.yaml").write_text(json.dumps({"name": "base", "target": {"language": "it"},
                                                     "init": {"options": {"wechsel": FILES}}}))
@@ -282,9 +282,9 @@ def test_without_apt_the_dictionary_is_recorded_missing_with_the_reason(tmp_path
     """No apt-get (or no network): the build records why, and resolving 'embedded' then names the fix."""
     from rich.console import Console
 
-    from vocadapt.platform import asset_builders
-    from vocadapt.platform.assets import resolve_wechsel_options
-    from vocadapt.platform.word_vectors import build_dictionary
+    from vocadapt.platform.assets import builders as asset_builders
+    from vocadapt.platform.assets.embedded import resolve_wechsel_options
+    from vocadapt.platform.assets.word_vectors import build_dictionary
 
     monkeypatch.setattr(asset_builders.shutil, "which", lambda name: None)
     entry = build_dictionary("it", tmp_path / "downloads", tmp_path / "work", Console(quiet=True))

@@ -110,7 +110,7 @@ def test_language_matrix_stops_on_a_failed_expectation_before_any_run(tiny_model
     import mlflow
 
     from vocadapt.pipelines.languages import LanguageCorpus, MatrixSettings, read_pairs, run_language_matrix
-    from vocadapt.platform.corpus_checks import CorpusExpectationError
+    from vocadapt.platform.data.corpus_checks import CorpusExpectationError
     from vocadapt.platform.tracking import Tracker
 
     lines = fixture_corpora["km.train"].read_text(encoding="utf-8").splitlines()[:150]

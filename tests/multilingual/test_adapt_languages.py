@@ -41,7 +41,7 @@ def test_adapt_expands_for_two_languages_and_reports_each(tmp_path, world, monke
     from vocadapt.pipelines.lapt import LaptRequest
     from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
     from vocadapt.platform.config import load_config
-    from vocadapt.platform.ray_train import plan_lapt
+    from vocadapt.platform.lapt.ray_train import plan_lapt
     from vocadapt.platform.tracking import Tracker
 
     corpora, source = world
@@ -102,7 +102,7 @@ def test_replacement_trains_one_tokenizer_on_the_balanced_mix(tmp_path, world):
 
     from vocadapt.pipelines.vocabulary_steps import train_target_tokenizer
     from vocadapt.platform.config import load_config
-    from vocadapt.platform.sources import resolve_inputs
+    from vocadapt.platform.assets.sources import resolve_inputs
 
     corpora, source = world
     config = load_config(None, _overrides(tmp_path, corpora, source, **{"init.mode": "replace",

@@ -29,7 +29,7 @@ PER_LANGUAGE_GATES = ("target bits per byte", "target fertility", "generated tok
 @pytest.fixture(scope="module")
 def three_language_assets():
     """The embedded default with Italian, German and Russian (built once per machine, as embedded_assets)."""
-    from vocadapt.platform.assets import build_assets
+    from vocadapt.platform.assets.embedded import build_assets
 
     return build_assets(languages=("it", "de", "ru"))
 

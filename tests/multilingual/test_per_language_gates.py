@@ -12,7 +12,7 @@ import pytest
 from vocadapt.components.evaluation.bootstrap import ratio_parts
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import load_config
-from vocadapt.platform.gates import PromotionDecision, PromotionGates, evaluate_gates, gate_table, gated_languages
+from vocadapt.platform.registry.gates import PromotionDecision, PromotionGates, evaluate_gates, gate_table, gated_languages
 
 ONE_LANGUAGE_GATES = ["target bits per byte", "source-language bits per byte", "target fertility",
                       "generated tokens per character", "generated tokens saved on the same text", "benchmarks"]
@@ -108,7 +108,7 @@ def test_the_gated_languages_come_from_the_version_tags():
 
 
 def test_every_target_language_gets_an_out_of_domain_stream():
-    from vocadapt.platform.out_of_domain import languages_without_out_of_domain, out_of_domain_streams
+    from vocadapt.platform.assets.out_of_domain import languages_without_out_of_domain, out_of_domain_streams
 
     config = load_config(None, ["target.languages=[it, de, ru, hi]"])
     assert out_of_domain_streams(config) == [("target", "it"), ("target_de", "de"), ("target_ru", "ru"),

@@ -89,7 +89,7 @@ def test_adapt_over_http_registers_candidate_with_lineage(http_adapt):
     assert metrics["corpus.expectations_evaluated"] == metrics["corpus.expectations_passed"] == 20
     assert all(metrics[f"corpus.{name.replace(' ', '_')}.expectations_passed"] == 5 for name in corpora_checked)
 
-    from vocadapt.platform.mlflow_model import checkpoint_dir
+    from vocadapt.platform.registry.mlflow_model import checkpoint_dir
 
     name, version = report["registered"]
     registered = client.get_model_version_by_alias(name, "candidate")

@@ -45,7 +45,7 @@ def test_adapt_merges_into_the_chat_model_and_registers_the_merged_checkpoint(tm
     from rich.console import Console
 
     from vocadapt.pipelines.adapt import run_adapt
-    from vocadapt.platform import registry
+    from vocadapt.platform.registry import model_versions as registry
     from vocadapt.platform.config import load_config
     from vocadapt.platform.tracking import Tracker
 

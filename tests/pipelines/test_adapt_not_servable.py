@@ -11,7 +11,7 @@ from rich.console import Console
 
 from vocadapt.pipelines.adapt import MethodOutcome, _register
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.platform.serve_check import NotServableError
+from vocadapt.platform.serving.serve_check import NotServableError
 
 
 class _Tags:
@@ -26,7 +26,7 @@ def test_a_model_that_would_not_serve_is_not_registered(monkeypatch, tmp_path):
     def refuse(*args, **kwargs):
         raise NotServableError("embedding rows 400 but config.vocab_size 512: resize the embeddings")
 
-    monkeypatch.setattr("vocadapt.platform.registry.register_model", refuse)
+    monkeypatch.setattr("vocadapt.platform.registry.model_versions.register_model", refuse)
     config = ExperimentConfig.model_validate({"target": {"language": "it"}})
     console = Console(record=True, width=200)
     tracker = _Tags()

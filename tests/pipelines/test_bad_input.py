@@ -208,7 +208,7 @@ def test_registry_alias_moves_after_the_version_is_fully_logged(tmp_path, monkey
 
     import mlflow
 
-    from vocadapt.platform import registry
+    from vocadapt.platform.registry import model_versions as registry
     from vocadapt.platform.tracking import Tracker
 
     monkeypatch.chdir(tmp_path)

@@ -1,6 +1,6 @@
 """Out-of-domain text must be text no training saw: exact and near-duplicate paragraphs are found
 (components/corpora/overlap.py) and refuse the run before any work (pipelines/preflight.py), per-language
-declarations resolve (platform/out_of_domain.py)."""
+declarations resolve (platform/assets/out_of_domain.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from vocadapt.components.corpora.overlap import find_overlaps, normalise
 from vocadapt.components.errors import UserError
 from vocadapt.pipelines.preflight import check_out_of_domain_unseen
 from vocadapt.platform.config import load_config
-from vocadapt.platform.out_of_domain import declared_source, out_of_domain_for_config
-from vocadapt.platform.sources import ResolvedInputs
+from vocadapt.platform.assets.out_of_domain import declared_source, out_of_domain_for_config
+from vocadapt.platform.assets.sources import ResolvedInputs
 
 TRAINING = [
     "Il gatto dorme sul divano tutto il pomeriggio, mentre fuori piove.",

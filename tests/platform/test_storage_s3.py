@@ -17,7 +17,7 @@ import pytest
 from tests.s3_server import S3_ENV, object_keys, s3_server
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
 from vocadapt.components.errors import UserError
-from vocadapt.platform.storage import locate
+from vocadapt.platform.data.storage import locate
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "vocadapt"
@@ -78,8 +78,8 @@ def test_files_round_trip_through_the_bucket_and_bad_buckets_are_named(s3, tmp_p
 
 
 def test_the_artefact_cache_lives_in_the_bucket_and_is_shared(s3, tmp_path):
-    from vocadapt.platform.storage import local_mirror
-    from vocadapt.platform.sweep_cache import COMPUTED, REUSED, ArtefactCache, cache_key
+    from vocadapt.platform.data.storage import local_mirror
+    from vocadapt.platform.sweeps.cache import COMPUTED, REUSED, ArtefactCache, cache_key
 
     root = f"s3://{BUCKET}/sweep/cache"
     built = []
@@ -114,7 +114,7 @@ def _world(root: Path) -> Path:
 
 
 def test_lapt_checkpoints_to_s3_and_a_rerun_resumes_from_the_bucket(s3, ray_cluster, tmp_path):
-    from vocadapt.platform.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
 
     world = _world(tmp_path)
     settings = dict(max_steps=4, batch_size=2, sequence_length=16, learning_rate=1e-2, warmup_steps=1,
@@ -150,7 +150,7 @@ def _recording_objective(cache_probe: list[str]):
 
     def objective(config, trial):
         from tests.sweeps.tiny_objective import tiny_objective
-        from vocadapt.platform.sweep_cache import ArtefactCache
+        from vocadapt.platform.sweeps.cache import ArtefactCache
 
         assert trial.cache_dir.startswith("s3://"), trial.cache_dir
         entry = ArtefactCache(trial.cache_dir).entry(
@@ -164,7 +164,7 @@ def _recording_objective(cache_probe: list[str]):
 def test_a_sweep_keeps_its_state_and_cache_in_s3_and_resumes(s3, ray_cluster, tmp_path, monkeypatch):
     from vocadapt.components.errors import UserError
     from vocadapt.pipelines.sweep import run_sweep
-    from vocadapt.platform.sweeps import SweepConfig
+    from vocadapt.platform.sweeps.tune import SweepConfig
 
     monkeypatch.chdir(tmp_path)
     base = {

@@ -96,7 +96,7 @@ def test_defaults_follow_the_experiment_unless_the_lapt_section_sets_them():
 
 
 def test_the_worker_receives_the_validated_section_itself_and_refuses_unknown_keys(tmp_path):
-    from vocadapt.platform.ray_train import plan_lapt
+    from vocadapt.platform.lapt.ray_train import plan_lapt
 
     (tmp_path / "it.txt").write_text("ciao\n", encoding="utf-8")
     (tmp_path / "en.txt").write_text("hello\n", encoding="utf-8")
@@ -121,7 +121,7 @@ def _sweep(tmp_path, **changes) -> Path:
 
 
 def test_an_unknown_key_in_a_sweep_is_named_with_the_nearest_field(tmp_path):
-    from vocadapt.platform.sweeps import load_sweep_config
+    from vocadapt.platform.sweeps.tune import load_sweep_config
 
     load_sweep_config(_sweep(tmp_path))  # the valid sweep the cases below break
     cases = [

@@ -1,4 +1,4 @@
-"""The default gates: bits per byte out of domain, and every decision read off a 95% interval (platform/gates.py)."""
+"""The default gates: bits per byte out of domain, and every decision read off a 95% interval (platform/registry/gates.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from vocadapt.components.evaluation.bootstrap import ItemParts, ratio_parts
 from vocadapt.components.evaluation.text_scores import chrf_statistics
-from vocadapt.platform.gates import PromotionGates, evaluate_gates
+from vocadapt.platform.registry.gates import PromotionGates, evaluate_gates
 
 IDS = tuple(f"doc{index}" for index in range(60))
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from vocadapt.platform.registry import PromotionGates, evaluate_gates
+from vocadapt.platform.registry.model_versions import PromotionGates, evaluate_gates
 
 # The rules on point estimates and the held-out split (how runs before out-of-domain gates and per-item parts are
 # judged); the defaults, with intervals, are tests/registry/test_gate_intervals.py's.
@@ -191,7 +191,7 @@ def test_bad_gates_in_a_file_stop_promote_before_the_registry_is_touched(tmp_pat
 def test_the_gate_table_shows_each_gates_margin_and_kind():
     from rich.console import Console
 
-    from vocadapt.platform.registry import PromotionDecision, gate_table
+    from vocadapt.platform.registry.model_versions import PromotionDecision, gate_table
 
     metrics = _metrics(**{"benchmark.flores_en_it.chrf": 41.5, "source_model.benchmark.flores_en_it.chrf": 42.0})
     gates = _point(source_bpb={"absolute": 0.5}, benchmarks={"chrf": {"absolute": 1.0}})

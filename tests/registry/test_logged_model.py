@@ -28,7 +28,7 @@ def world(tmp_path_factory):
     import mlflow
 
     from tests.mlflow_server import mlflow_server
-    from vocadapt.platform.registry import promote, register_model
+    from vocadapt.platform.registry.model_versions import promote, register_model
     from vocadapt.platform.tracking import Tracker
 
     folder = tmp_path_factory.mktemp("logged-model-server")
@@ -95,7 +95,7 @@ def test_the_checkpoint_is_logged_once_as_safetensors_inside_the_mlflow_model(wo
 def _greedy_mismatch(original: Path, prompt: str, answer: str, max_new_tokens: int) -> str | None:
     """What differs between a served answer and transformers' greedy decode of the checkpoint as registered."""
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
-    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch
+    from vocadapt.platform.serving.serve_check import greedy_decode, served_answer_mismatch
 
     expected = greedy_decode(original, prompt, max_new_tokens)
     return served_answer_mismatch(load_checkpoint_tokenizer(original), expected, answer)
@@ -162,7 +162,7 @@ def test_vocadapt_serve_finds_the_checkpoint_whatever_the_process_wide_tracking_
     process-wide one, which here names another store."""
     import mlflow
 
-    from vocadapt.platform.serving import download_verified
+    from vocadapt.platform.serving.registered import download_verified
 
     url, registered, _, _ = world
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'another-store.db'}")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tests.registry.tiny_registry_world import GOOD_METRICS, build_tiny_model, credentials, lineage, log_adapted_runs
 from vocadapt.cli.app import app
-from vocadapt.platform.registry import GATES_TAG, PromotionGates
+from vocadapt.platform.registry.model_versions import GATES_TAG, PromotionGates
 
 NAME = "vocadapt-it-recorded-gates"
 # English bits per byte 2.0 against the source model's 1.0: the default gate (25% relative, threshold 1.25) refuses
@@ -32,7 +32,7 @@ def server(tmp_path_factory):
 def versions(server, tmp_path_factory):
     """Version 1 registered with the sweep's gates, version 2 with none, version 3 with gates of a retired schema;
     all three with the same numbers."""
-    from vocadapt.platform.registry import register_model
+    from vocadapt.platform.registry.model_versions import register_model
     from vocadapt.platform.tracking import Tracker
 
     tracker = Tracker(server, "recorded-gates")

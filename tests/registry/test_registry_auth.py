@@ -38,7 +38,7 @@ def model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def versions(server, model_dir, tmp_path_factory):
     """Versions 1 and 2 (good) and 3 (worse than the source), registered by the admin."""
-    from vocadapt.platform.registry import register_model
+    from vocadapt.platform.registry.model_versions import register_model
     from vocadapt.platform.tracking import Tracker
 
     with credentials("admin", ADMIN_PASSWORD):
@@ -77,8 +77,8 @@ def test_anonymous_client_can_neither_register_nor_move_an_alias(server, version
 def test_registration_carries_lineage_manifest_and_model_card(server, versions, tmp_path):
     import mlflow
 
-    from vocadapt.platform.mlflow_model import checkpoint_dir
-    from vocadapt.platform.registry import REQUIRED_LINEAGE, verify_model_files
+    from vocadapt.platform.registry.mlflow_model import checkpoint_dir
+    from vocadapt.platform.registry.model_versions import REQUIRED_LINEAGE, verify_model_files
 
     with credentials("admin", ADMIN_PASSWORD):
         client = mlflow.tracking.MlflowClient(server, registry_uri=server)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import mlflow
 
-from vocadapt.platform.registry import registry_client
+from vocadapt.platform.registry.model_versions import registry_client
 
 
 def test_registry_client_leaves_the_process_wide_uris_alone(tmp_path):

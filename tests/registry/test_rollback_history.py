@@ -23,7 +23,7 @@ def tiny_model(tmp_path_factory):
 def registry(tmp_path, tiny_model):
     import mlflow
 
-    from vocadapt.platform.registry import register_model
+    from vocadapt.platform.registry.model_versions import register_model
     from vocadapt.platform.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -38,7 +38,7 @@ def registry(tmp_path, tiny_model):
 
 
 def test_rollback_walks_back_through_every_previous_champion(registry):
-    from vocadapt.platform.registry import alias_history, promote, rollback
+    from vocadapt.platform.registry.model_versions import alias_history, promote, rollback
 
     registry.set_registered_model_alias(NAME, "champion", "1")  # set by hand, before vocadapt managed it
     for version in (2, 3, 3):
@@ -58,7 +58,7 @@ def test_rollback_walks_back_through_every_previous_champion(registry):
 
 
 def test_unknown_versions_and_missing_aliases_are_clear_errors(registry):
-    from vocadapt.platform.registry import promote, rollback
+    from vocadapt.platform.registry.model_versions import promote, rollback
 
     with pytest.raises(UserError, match="has no version 99"):
         promote(registry, NAME, 99)
@@ -67,7 +67,7 @@ def test_unknown_versions_and_missing_aliases_are_clear_errors(registry):
 
 
 def test_registration_refuses_missing_lineage(tmp_path):
-    from vocadapt.platform.registry import register_model
+    from vocadapt.platform.registry.model_versions import register_model
 
     with pytest.raises(UserError, match="vocadapt.corpus_sha256"):
         register_model(None, "run", tmp_path, NAME, lineage={k: v for k, v in lineage().items()

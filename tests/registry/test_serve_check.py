@@ -63,7 +63,7 @@ def _vllm_ran(finding) -> None:
 
 
 def test_the_tiny_model_passes_and_every_check_is_reported(tiny_model, tmp_path):
-    from vocadapt.platform.serve_check import check_servable
+    from vocadapt.platform.serving.serve_check import check_servable
 
     report = check_servable(_copy(tiny_model, tmp_path))
     statuses = {finding.check: finding.status for finding in report.findings}
@@ -81,7 +81,7 @@ def test_a_tokenizer_vllm_decodes_differently_fails_the_vllm_half_naming_the_tok
     import re
 
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
-    from vocadapt.platform.serve_check import check_decoding_vllm, probe_cases
+    from vocadapt.platform.serving.serve_check import check_decoding_vllm, probe_cases
 
     model_dir = _copy(tiny_model, tmp_path)
     _edit_json(model_dir / "tokenizer_config.json", clean_up_tokenization_spaces=True,
@@ -98,7 +98,7 @@ def test_a_vllm_report_that_encodes_differently_names_the_token(tiny_model):
     """The comparison itself, on a planted answer: vLLM's report is transformers' own, but one case's encoding has
     its third token replaced and another case's stream loses its last token."""
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
-    from vocadapt.platform.serve_check import compare_vllm_report, probe_cases, token_name
+    from vocadapt.platform.serving.serve_check import compare_vllm_report, probe_cases, token_name
 
     tokenizer = load_checkpoint_tokenizer(tiny_model)
     cases = probe_cases(tokenizer)
@@ -123,7 +123,7 @@ def test_a_vllm_report_that_encodes_differently_names_the_token(tiny_model):
 
 
 def test_without_the_serving_environment_the_vllm_half_is_skipped_not_passed(tiny_model, tmp_path):
-    from vocadapt.platform.serve_check import check_servable
+    from vocadapt.platform.serving.serve_check import check_servable
 
     report = check_servable(_copy(tiny_model, tmp_path), serving_venv=tmp_path / "no-such-venv")
     vllm = next(finding for finding in report.findings if finding.check == "decode (vLLM)")
@@ -146,7 +146,7 @@ def test_without_the_serving_environment_the_vllm_half_is_skipped_not_passed(tin
 ], ids=["tokenizer larger than the embedding", "config vocabulary larger than the rows", "phantom eos id",
         "untied without a head", "tied with a different head", "decode rewrites spaces"])
 def test_a_broken_checkpoint_fails_its_check(tiny_model, tmp_path, breakage, check, message):
-    from vocadapt.platform.serve_check import check_servable
+    from vocadapt.platform.serving.serve_check import check_servable
 
     model_dir = _copy(tiny_model, tmp_path)
     breakage(model_dir)
@@ -157,7 +157,7 @@ def test_a_broken_checkpoint_fails_its_check(tiny_model, tmp_path, breakage, che
 
 
 def test_an_untied_head_stored_as_the_config_says_passes(tiny_model, tmp_path):
-    from vocadapt.platform.serve_check import check_servable
+    from vocadapt.platform.serving.serve_check import check_servable
 
     model_dir = _copy(tiny_model, tmp_path)
     _edit_json(model_dir / "config.json", tie_word_embeddings=False)
@@ -175,7 +175,7 @@ def test_registration_refuses_a_model_that_would_not_serve(tiny_model, tmp_path,
     from tests.mlflow_server import mlflow_server
     from tests.registry.tiny_registry_world import credentials
     from vocadapt.cli.errors import user_errors
-    from vocadapt.platform.registry import SERVE_CHECK_FILE, register_model
+    from vocadapt.platform.registry.model_versions import SERVE_CHECK_FILE, register_model
     from vocadapt.platform.tracking import Tracker
 
     model_dir = _copy(tiny_model, tmp_path)
@@ -222,7 +222,7 @@ def test_a_served_answer_is_compared_with_the_greedy_decode_naming_the_token(tin
     """An answer is accepted only when it is transformers' greedy one; a replaced answer, and the answer of a model
     whose served weights differ, are refused with the first token that differs."""
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
-    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch, token_name
+    from vocadapt.platform.serving.serve_check import greedy_decode, served_answer_mismatch, token_name
 
     tokenizer = load_checkpoint_tokenizer(tiny_model)
     expected = greedy_decode(tiny_model, PROMPT, 8)
@@ -245,13 +245,13 @@ def test_a_served_answer_is_compared_with_the_greedy_decode_naming_the_token(tin
 
 
 def test_the_pyfunc_answers_the_greedy_decode_and_a_pyfunc_of_other_weights_is_caught(tiny_model, tmp_path):
-    """The pyfunc every registered version is logged as (`platform/mlflow_model.py`), loaded from its checkpoint
+    """The pyfunc every registered version is logged as (`platform/registry/mlflow_model.py`), loaded from its checkpoint
     artifact as MLflow loads it, answers transformers' greedy completion; one that loaded other weights does not."""
     from types import SimpleNamespace
 
-    from vocadapt.platform.mlflow_model import CHECKPOINT, CausalLMPyfunc
+    from vocadapt.platform.registry.mlflow_model import CHECKPOINT, CausalLMPyfunc
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
-    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch
+    from vocadapt.platform.serving.serve_check import greedy_decode, served_answer_mismatch
 
     def pyfunc_answer(folder: Path) -> str:
         pyfunc = CausalLMPyfunc()

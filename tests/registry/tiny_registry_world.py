@@ -99,7 +99,7 @@ def synthetic_items(metrics: dict[str, float], documents: int = 40):
 def log_adapted_runs(tracker, metrics: dict[str, dict[str, float]] = GOOD_METRICS) -> tuple[str, str]:
     """A parent (adapt) run and a method child run with the given metrics and their per-document parts
     (:func:`synthetic_items`); returns (parent_id, child_id)."""
-    from vocadapt.platform.gate_items import log_gate_items
+    from vocadapt.platform.registry.gate_items import log_gate_items
 
     with tracker.run("adapt", tags=lineage()) as parent:
         tracker.log_metrics(parent.info.run_id, metrics["parent"])

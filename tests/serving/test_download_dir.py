@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.registry import MANIFEST
-from vocadapt.platform.serving import download_verified
+from vocadapt.platform.registry.model_versions import MANIFEST
+from vocadapt.platform.serving.registered import download_verified
 
 
 class _NoRegistry:

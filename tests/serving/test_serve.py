@@ -39,8 +39,8 @@ def registry(store, tiny_model, tmp_path):
     """A fresh version of the tiny model, promoted to champion; returns (uri, stored artifact folder)."""
     import mlflow
 
-    from vocadapt.platform.mlflow_model import checkpoint_dir
-    from vocadapt.platform.registry import promote, register_model
+    from vocadapt.platform.registry.mlflow_model import checkpoint_dir
+    from vocadapt.platform.registry.model_versions import promote, register_model
 
     uri, tracker, folder = store
     model_dir = tmp_path / "model"
@@ -123,7 +123,7 @@ def test_the_champion_completes_an_italian_prompt_over_http(registry, tiny_model
 
     from vocadapt.platform.evaluation.serving import serving_venv_dir, serving_venv_ready
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
-    from vocadapt.platform.serve_check import greedy_decode, served_answer_mismatch
+    from vocadapt.platform.serving.serve_check import greedy_decode, served_answer_mismatch
 
     if not serving_venv_ready():
         pytest.skip(f"no vLLM serving environment at {serving_venv_dir()} (build it with "

@@ -11,8 +11,8 @@ import pytest
 
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 from vocadapt.platform.config import ExperimentConfig, apply_override
-from vocadapt.platform.sources import ResolvedInputs
-from vocadapt.platform.sweep_cache import (
+from vocadapt.platform.assets.sources import ResolvedInputs
+from vocadapt.platform.sweeps.cache import (
     COMPUTED, REUSED, ArtefactCache, cache_key, expectation_inputs, helper_inputs, source_bpb_inputs,
     tokenizer_inputs,
 )
@@ -44,7 +44,7 @@ def _config(model: Path, inputs: ResolvedInputs, *overrides: str) -> ExperimentC
 
 
 def _keys(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, str]:
-    from vocadapt.platform.sweep_cache import source_model_identity
+    from vocadapt.platform.sweeps.cache import source_model_identity
 
     source = source_model_identity(config, inputs.source_model)
     return {"tokenizer": cache_key("tokenizer", tokenizer_inputs(config, inputs, source)),

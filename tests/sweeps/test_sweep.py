@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.sweeps.tiny_objective import tiny_objective
-from vocadapt.platform.sweeps import SweepConfig
+from vocadapt.platform.sweeps.tune import SweepConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

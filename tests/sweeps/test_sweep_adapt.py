@@ -43,8 +43,8 @@ def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_
     import mlflow
 
     from vocadapt.pipelines.sweep import run_sweep
-    from vocadapt.platform.registry import promote
-    from vocadapt.platform.sweeps import SweepConfig
+    from vocadapt.platform.registry.model_versions import promote
+    from vocadapt.platform.sweeps.tune import SweepConfig
 
     monkeypatch.chdir(tmp_path)
     corpora = {key: Path(path) for key, path in fixture_corpora.items()}
@@ -111,8 +111,8 @@ def test_sweep_of_adapt_on_a_corpus_failing_an_expectation_stops_before_any_run_
     import mlflow
 
     from vocadapt.pipelines.sweep import run_sweep
-    from vocadapt.platform.corpus_checks import CorpusExpectationError
-    from vocadapt.platform.sweeps import SweepConfig
+    from vocadapt.platform.data.corpus_checks import CorpusExpectationError
+    from vocadapt.platform.sweeps.tune import SweepConfig
 
     monkeypatch.chdir(tmp_path)
     corpora = {key: Path(path) for key, path in fixture_corpora.items()}

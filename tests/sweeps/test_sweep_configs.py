@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from vocadapt.platform.config import ConfigError
-from vocadapt.platform.sweeps import load_sweep_config, trial_experiment, validate_sweep
+from vocadapt.platform.sweeps.tune import load_sweep_config, trial_experiment, validate_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "configs" / "sweeps").rglob("*.yaml"))
@@ -104,7 +104,7 @@ def test_a_trial_sets_exactly_its_fields_and_leaves_the_base_alone(size, method,
 def test_param_space_maps_each_kind_to_a_tune_sampler(tmp_path):
     from ray.tune.search.sample import Float, Integer
 
-    from vocadapt.platform.sweeps import param_space
+    from vocadapt.platform.sweeps.tune import param_space
 
     sweep = load_sweep_config(_write(tmp_path, (
         "base: base.yaml\nsearch_space:\n  init.methods: {grid: [fvt, random]}\n"

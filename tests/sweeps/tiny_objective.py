@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.registry.tiny_registry_world import build_tiny_model
-from vocadapt.platform.sweeps import METRIC, TrialOutcome
+from vocadapt.platform.sweeps.tune import METRIC, TrialOutcome
 
 TRAIN = ("La città di Roma è la capitale d'Italia. Il gatto dorme sul divano mentre fuori piove. " * 20).encode()
 HELD_OUT = "Domani andremo al mercato per comprare la frutta e la verdura fresca.".encode()

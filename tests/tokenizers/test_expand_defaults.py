@@ -17,7 +17,7 @@ def _expand(source, target, corpus, out, *extra):
 
 def test_expand_protects_the_embedded_word_list_unless_told_not_to(embedded_assets, smollm2_tokenizer,
                                                                    fixture_corpora, tmp_path):
-    from vocadapt.platform.sources import word_list_path
+    from vocadapt.platform.assets.sources import word_list_path
 
     source = tmp_path / "smollm2"
     smollm2_tokenizer.save_pretrained(source)

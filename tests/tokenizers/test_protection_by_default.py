@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.platform.sources import _source_lexicon
+from vocadapt.platform.assets.sources import _source_lexicon
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPAND = {"name": "x", "target": {"language": "it"}, "init": {"mode": "expand", "methods": ["fvt"]}}
@@ -34,7 +34,7 @@ def test_every_shipped_expand_config_protects_the_word_list():
 
 
 def test_sweep_trials_inherit_the_protection(tmp_path):
-    from vocadapt.platform.sweeps import load_sweep_config, trial_experiment, validate_sweep
+    from vocadapt.platform.sweeps.tune import load_sweep_config, trial_experiment, validate_sweep
 
     (tmp_path / "base.yaml").write_text("name: base\ntarget: {language: it}\ninit: {mode: expand}\n"
                                         "lapt: {max_steps: 2}\n")

@@ -28,7 +28,7 @@ def gloo_process_group():
     engine ("Group ... is not registered"): it is made once and destroyed at the end of the session."""
     import torch
 
-    from vocadapt.platform.deepspeed_config import init_single_process
+    from vocadapt.platform.lapt.deepspeed_config import init_single_process
 
     already = torch.distributed.is_initialized()
     if not already:

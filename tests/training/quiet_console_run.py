@@ -14,7 +14,7 @@ def failing_loop(config: dict) -> None:
 
 
 def main(root: Path) -> None:
-    from vocadapt.platform.ray_train import fit_lapt, plan_lapt, run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import fit_lapt, plan_lapt, run_lapt_on_ray
 
     write_lapt_world(root)
     settings = lapt_settings(max_steps=4, num_workers=1, eval_every=4, max_failures=0)

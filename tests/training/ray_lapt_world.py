@@ -54,7 +54,7 @@ def hooked_train_loop(after_step: Callable[[int], None],
 
     def train_loop(config: dict) -> None:
         from vocadapt.components import training
-        from vocadapt.platform.lapt_worker import lapt_worker
+        from vocadapt.platform.lapt.worker import lapt_worker
 
         if on_start is not None:
             on_start()

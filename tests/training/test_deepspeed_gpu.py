@@ -30,7 +30,7 @@ BF16_LOSS = 5e-2  # bf16 activations and weights against the fp32 reference, per
 
 @pytest.fixture(scope="module")
 def process_group():
-    from vocadapt.platform.deepspeed_config import init_single_process
+    from vocadapt.platform.lapt.deepspeed_config import init_single_process
 
     already = torch.distributed.is_initialized()
     init_single_process("nccl")
@@ -63,8 +63,8 @@ def test_bf16_zero_follows_the_fp32_curve_and_saves_full_weights(process_group, 
                                                                  zero_stage):
     from transformers import AutoModelForCausalLM
 
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
-    from vocadapt.platform.lapt_worker import save_model as _save_model
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.worker import save_model as _save_model
 
     settings = _settings()
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": zero_stage, "precision": "bf16"}, settings)
@@ -81,7 +81,7 @@ def test_bf16_zero_follows_the_fp32_curve_and_saves_full_weights(process_group, 
 
 
 def test_compiled_layers_train_the_eager_curve_under_zero2(process_group, tokenizer):
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     runs = {}
     for compiled in (False, True):
@@ -95,7 +95,7 @@ def test_compiled_layers_train_the_eager_curve_under_zero2(process_group, tokeni
 
 
 def test_two_stage_on_the_gpu_trains_embeddings_first_then_everything(process_group, tokenizer):
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     settings = _settings(strategy="two-stage", stage_one_steps=2, stage_one_learning_rate=3e-3)
     build, held = deepspeed_engine_factory({"enabled": True, "zero_stage": 2, "precision": "bf16"}, settings), []
@@ -114,7 +114,7 @@ def test_two_stage_on_the_gpu_trains_embeddings_first_then_everything(process_gr
 
 
 def test_resumed_deepspeed_run_continues_the_uninterrupted_curve(process_group, tokenizer, tmp_path):
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     settings = _settings(checkpoint_every=3)
     deepspeed = {"enabled": True, "zero_stage": 2, "precision": "bf16"}

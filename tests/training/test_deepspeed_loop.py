@@ -35,8 +35,8 @@ def test_deepspeed_follows_the_plain_curve_and_saves_full_weights(process_group,
                                                                   deepspeed):
     from transformers import AutoModelForCausalLM
 
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
-    from vocadapt.platform.lapt_worker import save_model as _save_model
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.worker import save_model as _save_model
 
     settings = _settings()
     factory = deepspeed_engine_factory({"enabled": True, **deepspeed}, settings)
@@ -62,7 +62,7 @@ def test_two_stage_rebuilds_the_deepspeed_engine_with_the_new_trainable_set(proc
     gets its own DeepSpeed engine, whose optimizer holds exactly that stage's parameters; the stage-one engine is
     closed (its gradient hooks removed, so it no longer processes the embeddings' gradients in stage two), and the
     curve follows the plain-torch run."""
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     settings = LaptSettings(**{**_two_stage().model_dump(), "second_stage": second_stage, "lora_rank": 4})
     build = deepspeed_engine_factory({"enabled": True, "zero_stage": 2}, settings)
@@ -99,7 +99,7 @@ def test_two_stage_rebuilds_the_deepspeed_engine_with_the_new_trainable_set(proc
 def test_every_strategy_trains_its_parameters_under_deepspeed(process_group, tokenizer, strategy):
     """ZeRO-2 with the MTP head: the DeepSpeed optimizer holds exactly the strategy's trainable parameters, the same
     count as the plain-torch run's, and follows its curve (full and two-stage are covered above)."""
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     settings = LaptSettings(**{**_settings().model_dump(), "strategy": strategy, "objective": "mtp", "lora_rank": 4})
     build, held = deepspeed_engine_factory({"enabled": True, "zero_stage": 2}, settings), []

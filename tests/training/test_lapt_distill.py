@@ -114,7 +114,7 @@ def process_group(gloo_process_group):
 @pytest.mark.parametrize("zero_stage", [2, 3])
 def test_deepspeed_distillation_follows_the_plain_curve(process_group, tokenizer, teacher_tokenizer, teacher_model,
                                                         zero_stage):
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     settings = _settings(max_steps=3)
     plain = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings,

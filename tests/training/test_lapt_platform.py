@@ -4,7 +4,7 @@ import pytest
 
 from vocadapt.platform.config import load_config
 from vocadapt.platform.config_sections import ConfigError
-from vocadapt.platform.deepspeed_config import deepspeed_config
+from vocadapt.platform.lapt.deepspeed_config import deepspeed_config
 
 
 def _config(**deepspeed):
@@ -35,7 +35,7 @@ def test_deepspeed_offload_without_zero_is_refused():
 def test_mlflow_logger_continues_a_run_without_repeating_steps(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from vocadapt.platform.lapt_worker import MlflowRunLogger
+    from vocadapt.platform.lapt.worker import MlflowRunLogger
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -61,7 +61,7 @@ def test_lapt_section_validates_up_front():
 
 
 def test_missing_lapt_files_are_named_before_ray_starts(tmp_path):
-    from vocadapt.platform.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
 
     with pytest.raises(ConfigError, match="does not exist"):
         run_lapt_on_ray(tmp_path, tmp_path, {}, target_files=[tmp_path / "nope.txt"], source_files=[tmp_path / "x"],
@@ -72,7 +72,7 @@ def test_missing_lapt_files_are_named_before_ray_starts(tmp_path):
 
 
 def test_a_run_name_is_not_resumed_with_other_inputs(tmp_path):
-    from vocadapt.platform.ray_train import _claim_run_name
+    from vocadapt.platform.lapt.ray_train import _claim_run_name
 
     config = {"model_dir": "/m", "tokenizer_dir": "/m", "train_files": {"target": ["it.txt"]},
               "settings": {"max_steps": 6, "eval_every": 3, "seed": 0}}
@@ -87,7 +87,7 @@ def test_a_run_name_is_not_resumed_with_other_inputs(tmp_path):
 
 def test_a_stream_can_come_from_a_hugging_face_dataset(tmp_path):
     from vocadapt.components.training import DatasetSource
-    from vocadapt.platform.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
 
     culturax = "{dataset: uonlp/CulturaX, config: it, split: train, text_field: text, streaming: true}"
     config = load_config(None, ["target.language=it", f"lapt.datasets={{target: {culturax}}}"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import io
 
-from vocadapt.platform import lapt_progress
+from vocadapt.platform.lapt import progress as lapt_progress
 
 
 def test_a_bar_per_phase_and_a_phase_recorded_every_five_percent(tmp_path, monkeypatch):

@@ -161,7 +161,7 @@ def world(tmp_path_factory):
 
 
 def _plan(world: Path, name: str, tracking_uri: str, run_id: str):
-    from vocadapt.platform.ray_train import plan_lapt
+    from vocadapt.platform.lapt.ray_train import plan_lapt
 
     settings = lapt_settings(eval_every=6, max_failures=2, deepspeed={"enabled": True, "zero_stage": 2})
     return plan_lapt(world / "model", world / "model", settings, **lapt_inputs(
@@ -199,7 +199,7 @@ def _stall_once(doomed: str, run_uri: str):
         import ray
         import ray.train
 
-        from vocadapt.platform.storage import locate
+        from vocadapt.platform.data.storage import locate
 
         if ray.train.get_context().get_world_rank() == 1 and done == 3 and not Path(doomed).exists():
             snapshot = locate(run_uri) / "checkpoint_manager_snapshot.json"
@@ -235,8 +235,8 @@ def _kill_the_doomed_node(cluster: Cluster, doomed: Path, killed: list[str]) -> 
 def test_lapt_survives_losing_a_node_and_resumes_from_the_s3_checkpoint(services, cluster, world, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from vocadapt.platform.lapt_worker import lapt_worker
-    from vocadapt.platform.ray_train import fit_lapt
+    from vocadapt.platform.lapt.worker import lapt_worker
+    from vocadapt.platform.lapt.ray_train import fit_lapt
 
     endpoint, tracking_uri = services
     client = MlflowClient(tracking_uri)

@@ -164,7 +164,7 @@ def test_the_config_names_it_and_refuses_what_cannot_work():
 
 
 def test_deepspeed_zero2_follows_the_plain_curve_and_holds_only_the_new_rows(gloo_process_group, tokenizer):
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     settings = _settings(max_steps=3)
     build, held = deepspeed_engine_factory({"enabled": True, "zero_stage": 2}, settings), []
@@ -188,7 +188,7 @@ def test_deepspeed_zero2_follows_the_plain_curve_and_holds_only_the_new_rows(glo
 
 
 def test_zero3_is_refused_before_a_step(gloo_process_group, tokenizer):
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     settings = _settings(max_steps=1)
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": 3}, settings)

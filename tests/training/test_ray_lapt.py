@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(900)
 def ray_cluster():
     import ray
 
-    from vocadapt.platform.ray_train import init_ray
+    from vocadapt.platform.lapt.ray_train import init_ray
 
     init_ray(num_cpus=2)
     init_ray(num_cpus=2)  # a second call in the same process is harmless
@@ -46,7 +46,7 @@ def _settings(world, **kwargs):
 
 
 def _run(world, name, settings, **kwargs):
-    from vocadapt.platform.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
 
     return run_lapt_on_ray(world / "model", world / "model", settings, **lapt_inputs(world, name, **kwargs))
 
@@ -78,7 +78,7 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve_and_energy(ray_clus
     checkpoint holds the energy measured so far, and the final figure includes it."""
     from mlflow.tracking import MlflowClient
 
-    from vocadapt.platform.ray_train import fit_lapt, plan_lapt
+    from vocadapt.platform.lapt.ray_train import fit_lapt, plan_lapt
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -113,7 +113,7 @@ def test_vocadapt_lapt_logs_the_workers_energy(ray_cluster, tmp_path, fixture_co
     from mlflow.tracking import MlflowClient
 
     from vocadapt.cli.app import app
-    from vocadapt.platform import ray_train
+    from vocadapt.platform.lapt import ray_train
 
     corpora = {key: Path(path) for key, path in fixture_corpora.items()}
     model = build_source_model(tmp_path / "model", [corpora["en.train"]])

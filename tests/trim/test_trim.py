@@ -210,7 +210,7 @@ def test_init_mode_trim_trims_the_source_tokenizer_in_the_adapt_steps(trimmed_wo
 
     from vocadapt.pipelines.vocabulary_steps import train_target_tokenizer
     from vocadapt.platform.config import ExperimentConfig
-    from vocadapt.platform.sources import ResolvedInputs
+    from vocadapt.platform.assets.sources import ResolvedInputs
 
     source_dir, _, _ = trimmed_world
     config = ExperimentConfig.model_validate({"target": {"language": "it"}, "init": {"mode": "trim", "methods": ["fvt"]},

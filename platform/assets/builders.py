@@ -1,7 +1,7 @@
 """How each part of the embedded default is made: fetching the Debian help packages, reading the Bibles, writing the
 split corpora, and converting SmolLM2's GGUF file to a plain Hugging Face folder.
 
-``vocadapt.platform.assets`` decides what to build and moves the results into place; everything here writes only
+``vocadapt.platform.assets.embedded`` decides what to build and moves the results into place; everything here writes only
 inside the workspace (or the download cache) it is given.
 """
 

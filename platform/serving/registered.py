@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.mlflow_model import checkpoint_dir, download_model
-from vocadapt.platform.registry import MANIFEST, ModelFilesError, verify_model_files
+from vocadapt.platform.registry.mlflow_model import checkpoint_dir, download_model
+from vocadapt.platform.registry.model_versions import MANIFEST, ModelFilesError, verify_model_files
 
 _MODEL_URI = re.compile(r"^models:/(?P<name>[^/@]+)(?:@(?P<alias>[^/]+)|/(?P<version>\d+))$")
 

@@ -1,12 +1,12 @@
 """LAPT on Ray Train V2, the driver: the loop of ``components.training`` inside ``TorchTrainer`` workers
-(:func:`~vocadapt.platform.lapt_worker.lapt_worker`, in ``platform/lapt_worker.py``, is what each worker runs).
+(:func:`~vocadapt.platform.lapt.worker.lapt_worker`, in ``platform/lapt/worker.py``, is what each worker runs).
 
 Each worker loads the model and tokenizer from disk, reads its shard of the mixed text (files or Hugging Face
 datasets), and runs ``train_lapt`` under the process group Ray set up (gloo on CPU, NCCL on GPU), with DeepSpeed
 when the config asks. Checkpoints go to ``storage_path/run_name`` through ``ray.train.report``: every rank writes
 its own files (loop state, data position, RNG; DeepSpeed's optimizer shards) into the same checkpoint folder.
 ``storage_path`` is a local folder or a storage URI (``s3://bucket/prefix``, ``gs://``, ``file://``; see
-``platform/storage.py``): on a cluster it must be storage every node reaches, so that a group restarted on other
+``platform/data/storage.py``): on a cluster it must be storage every node reaches, so that a group restarted on other
 nodes finds the checkpoints. A
 killed worker makes Ray restart the group (``FailureConfig``) and every worker resumes from the latest checkpoint;
 a rerun with the same run name and storage path resumes the same way. Rank 0 logs metrics into the MLflow run the
@@ -28,10 +28,10 @@ from pydantic import ValidationError
 
 from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config_sections import ConfigError, LaptSection
-from vocadapt.platform.lapt_progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
-from vocadapt.platform.lapt_worker import lapt_worker
+from vocadapt.platform.lapt.progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
+from vocadapt.platform.lapt.worker import lapt_worker
 from vocadapt.platform.model_loading import check_teacher
-from vocadapt.platform.storage import StorageLocation, locate
+from vocadapt.platform.data.storage import StorageLocation, locate
 
 
 @dataclass
@@ -68,7 +68,7 @@ def init_ray(num_cpus: int = 2) -> None:
 
     Ray's own output stays in its session log folder (:func:`ray_logs_dir`), not on the console: forwarded, the
     demo's console was 682 lines, 513 of them Ray's (controller polls, core-worker notices, worker logs) between
-    the pipeline's steps. LAPT's progress reaches the console from the driver (:func:`~vocadapt.platform.lapt_progress.follow_progress`) and a
+    the pipeline's steps. LAPT's progress reaches the console from the driver (:func:`~vocadapt.platform.lapt.progress.follow_progress`) and a
     worker's error in the exception ``fit`` raises, with where the full logs are."""
     import logging
 

@@ -6,9 +6,9 @@ Layout under ``$VOCADAPT_HOME``::
     word_vectors/<lang>.bin              fastText skip-gram (dim 100) on corpora/<lang>/train.txt, split into words
     dictionaries/en-<lang>.txt           English<TAB>target word pairs from dict-freedict-eng-<x> and -<x>-eng
 
-``vocadapt.platform.assets`` decides what to build and moves the results into place; everything here writes only
+``vocadapt.platform.assets.embedded`` decides what to build and moves the results into place; everything here writes only
 inside the workspace (or the download cache) it is given. A dictionary that cannot be downloaded (no apt, no
-network) is recorded as missing with the reason, like the word lists; :func:`vocadapt.platform.assets.resolve_wechsel_options`
+network) is recorded as missing with the reason, like the word lists; :func:`vocadapt.platform.assets.embedded.resolve_wechsel_options`
 then names the fix. The published vectors (``cc.en.300.bin``) and the authors' dictionaries work too: name them in
 ``init.options.wechsel``.
 """
@@ -117,7 +117,7 @@ def build_dictionary(lang: str, downloads: Path, workspace: Path, console: Conso
     """Write ``dictionaries/en-<lang>.txt`` (English<TAB>target, one pair per line, sorted, unique) into ``workspace``
     from whichever FreeDict packages between English and ``lang`` Debian has; returns the manifest entry, or
     ``{"missing": why}`` when none can be downloaded."""
-    from vocadapt.platform import asset_builders
+    from vocadapt.platform.assets import builders as asset_builders
 
     packages = freedict_packages(lang)
     if not packages:

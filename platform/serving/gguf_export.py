@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.export.gguf import GgufFile, export_gguf
-from vocadapt.platform.assets import file_sha256, vocadapt_home
+from vocadapt.platform.assets.embedded import file_sha256, vocadapt_home
 
 LLAMA_CPP_PYTHON = "0.3.36"
 SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
@@ -101,8 +101,8 @@ def export_registered(uri: str, out_path: Path, quant: str, tracking_uri: str | 
     """A registered version (``models:/NAME/VERSION`` or ``models:/NAME@alias``), verified against its manifest,
     to ``out_path``; the file is logged as an artifact of the version's run (``gguf/``), and the version gets the
     tags ``vocadapt.gguf.<quant>.sha256`` and ``vocadapt.gguf.<quant>.artifact``."""
-    from vocadapt.platform.registry import registry_client
-    from vocadapt.platform.serving import download_verified
+    from vocadapt.platform.registry.model_versions import registry_client
+    from vocadapt.platform.serving.registered import download_verified
     from vocadapt.platform.tracking import resolve_tracking_uri
 
     uri_tracking = resolve_tracking_uri(tracking_uri)

@@ -27,8 +27,8 @@ import tempfile
 from pathlib import Path
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.asset_builders import _apt_download, _cached_deb
-from vocadapt.platform.assets import vocadapt_home
+from vocadapt.platform.assets.builders import _apt_download, _cached_deb
+from vocadapt.platform.assets.embedded import vocadapt_home
 
 # package, folder under usr/share/games/fortunes, the cookie files read (prose; no ASCII art, no banners)
 SOURCES = {

@@ -2,6 +2,6 @@
 
 import mlflow.models
 
-from vocadapt.platform.mlflow_model import CausalLMPyfunc
+from vocadapt.platform.registry.mlflow_model import CausalLMPyfunc
 
 mlflow.models.set_model(CausalLMPyfunc())

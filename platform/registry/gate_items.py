@@ -2,7 +2,7 @@
 
 ``adapt`` logs the source model's parts on its parent run (names prefixed ``source_model.``, with the fertility
 parts of both tokenizers) and each method's on its child run; ``promote`` reads both (the run's win) and
-bootstraps each gate's interval from them (``platform/gates.py``) without scoring anything again. The file holds,
+bootstraps each gate's interval from them (``platform/registry/gates.py``) without scoring anything again. The file holds,
 per metric name, the kind, the parts (one row per document or item) and short ids of the items' text (sha1
 prefixes, for the pairing check; the text itself is not logged):
 

@@ -141,7 +141,7 @@ def build_assets(
     Instant when the manifest already lists everything asked for (unless ``force``). Several processes may call it
     at once: a lock file makes the later ones wait and then find the work done.
     """
-    from vocadapt.platform import asset_builders
+    from vocadapt.platform.assets import builders as asset_builders
 
     home = Path(home) if home is not None else vocadapt_home()
     languages = _with_english(languages)
@@ -195,9 +195,9 @@ def build_assets(
 
 def _wechsel_todo(manifest: dict[str, Any], languages: Sequence[str], force: bool) -> tuple[list[str], list[str]]:
     """Languages whose fastText word model, and target languages whose English dictionary, are still to build
-    (WECHSEL's inputs, ``platform/word_vectors.py``), or were built with other settings; an entry recorded as missing
+    (WECHSEL's inputs, ``platform/assets/word_vectors.py``), or were built with other settings; an entry recorded as missing
     is retried only with ``force``."""
-    from vocadapt.platform.word_vectors import DICTIONARY_FORMAT, word_vector_settings
+    from vocadapt.platform.assets.word_vectors import DICTIONARY_FORMAT, word_vector_settings
 
     vectors = manifest.setdefault("word_vectors", {})
     dictionaries = manifest.setdefault("dictionaries", {})
@@ -215,7 +215,7 @@ def _build_wechsel_inputs(manifest: dict[str, Any], home: Path, workspace: Path,
                           dictionaries_todo: list[str], console: Console) -> None:
     """Train the word models and build the dictionaries still missing, move each into place and record it (or
     record why it is missing: a warning, not a failure, since only WECHSEL needs them)."""
-    from vocadapt.platform import word_vectors
+    from vocadapt.platform.assets import word_vectors
 
     built = [(manifest["word_vectors"], lang, word_vectors.build_word_vectors(
         lang, home / "corpora" / lang / "train.txt", workspace, console)) for lang in vectors_todo]

@@ -2,7 +2,7 @@
 
 Each gate states its own margin, absolute (in the metric's units) or relative (a fraction of the source model's
 value), because the measures do not share a scale: accuracy is 0-1, chrF 0-100, bits per byte about 1-6, tokens per
-word about 1-3. Pure checks over logged metrics; ``platform/registry.py`` reads the metrics and moves the alias.
+word about 1-3. Pure checks over logged metrics; ``platform/registry/model_versions.py`` reads the metrics and moves the alias.
 
 **Out of domain.** The default bits-per-byte gates read ``bpb_ood_target`` / ``bpb_ood_source``: bits per byte on
 text from a source no training stream and no tokenizer training saw (``evaluation.out_of_domain_text``, Debian's

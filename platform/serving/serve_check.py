@@ -286,7 +286,7 @@ def _vllm_cache_file(model_dir: Path, cases, python: Path) -> Path:
     probe script and the serving environment only, and starting vLLM's Python costs about a minute on 2 cores."""
     import hashlib
 
-    from vocadapt.platform.assets import vocadapt_home
+    from vocadapt.platform.assets.embedded import vocadapt_home
 
     digest = hashlib.sha256()
     for path in sorted(Path(model_dir).iterdir()):

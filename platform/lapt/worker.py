@@ -1,4 +1,4 @@
-"""What runs inside each Ray Train worker of a LAPT run (``platform/ray_train.py`` is the driver that starts them).
+"""What runs inside each Ray Train worker of a LAPT run (``platform/lapt/ray_train.py`` is the driver that starts them).
 
 A worker loads the model and tokenizer from disk, reads its shard of the mixed text, and runs ``train_lapt`` under
 the process group Ray set up; every rank writes its own files into each checkpoint (``ray.train.report``); rank 0
@@ -19,7 +19,7 @@ from typing import Any
 
 from vocadapt.platform import model_loading
 from vocadapt.platform.config_sections import LaptSection
-from vocadapt.platform.lapt_progress import PROGRESS_ENV, worker_phase_progress, worker_progress
+from vocadapt.platform.lapt.progress import PROGRESS_ENV, worker_phase_progress, worker_progress
 
 METRIC_PREFIX = "lapt_"  # LAPT's metrics in the MLflow run (the dashboard reads them by it)
 
@@ -171,7 +171,7 @@ class _NodeEnergy:
 def _engine_factory(settings: LaptSection):
     if not settings.deepspeed.enabled:
         return None
-    from vocadapt.platform.deepspeed_config import deepspeed_engine_factory
+    from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory
 
     return deepspeed_engine_factory(settings.deepspeed, settings)
 

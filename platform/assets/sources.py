@@ -113,7 +113,7 @@ def word_list_path(named: str | None, language: str, field: str, assets=None) ->
                             "`vocadapt assets`), or null for none")  # fmt: skip
         return path
     if assets is None:
-        from vocadapt.platform.assets import AssetsNotBuilt, load_assets
+        from vocadapt.platform.assets.embedded import AssetsNotBuilt, load_assets
 
         try:
             assets = load_assets(languages=())
@@ -123,7 +123,7 @@ def word_list_path(named: str | None, language: str, field: str, assets=None) ->
 
 
 def _embedded_assets(config: ExperimentConfig):
-    from vocadapt.platform.assets import load_assets
+    from vocadapt.platform.assets.embedded import load_assets
 
     languages = tuple(dict.fromkeys([*config.target.languages, config.target.source_language]))
     try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform.gates import (  # noqa: F401  (re-exported: the registry's public names)
+from vocadapt.platform.registry.gates import (  # noqa: F401  (re-exported: the registry's public names)
     DEFAULT_BENCHMARK_MARGINS, GateResult, Margin, PromotionDecision, PromotionGates, evaluate_gates, gate_table,
     gated_languages,
 )
@@ -144,17 +144,17 @@ def register_model(
     metrics: Mapping[str, float] | None = None, gates: PromotionGates | None = None, serving_venv: Path | None = None,
 ) -> Registered:
     """Register a saved checkpoint as a new version of ``name``: an MLflow 3 LoggedModel (a pyfunc that carries the
-    checkpoint, ``platform/mlflow_model.py``) with its metrics and corpus linked, lineage tags, a manifest and a
+    checkpoint, ``platform/registry/mlflow_model.py``) with its metrics and corpus linked, lineage tags, a manifest and a
     model card.
 
     ``tracker`` is a ``platform.tracking.Tracker``; ``run_id`` the run that produced the model (its metrics and
-    its parent run's are what the promotion gates read). First the serve check (``platform/serve_check.py``): its
+    its parent run's are what the promotion gates read). First the serve check (``platform/serving/serve_check.py``): its
     report is logged on the run (``serve_check.json``, tag ``vocadapt.serve_check``) either way, and a model that
     fails it is not registered (NotServableError, naming each failed check). Then the manifest is written into
     ``model_dir`` and the checkpoint is logged once, inside the MLflow model. ``gates``, when given, are recorded on
     the version (tag ``vocadapt.promotion_gates``) for ``promote``.
     """
-    from vocadapt.platform.serve_check import check_servable, require
+    from vocadapt.platform.serving.serve_check import check_servable, require
 
     missing = [key for key in REQUIRED_LINEAGE if not lineage.get(key)]
     if missing:
@@ -196,7 +196,7 @@ def _log_logged_model(tracker, run_id: str, model_dir: Path, lineage: Mapping[st
     from mlflow.data.code_dataset_source import CodeDatasetSource
     from mlflow.data.meta_dataset import MetaDataset
 
-    from vocadapt.platform.mlflow_model import log_checkpoint_model
+    from vocadapt.platform.registry.mlflow_model import log_checkpoint_model
 
     corpus = lineage.get("vocadapt.corpus_sha256", "")
     dataset = MetaDataset(CodeDatasetSource({"vocadapt.corpus_sha256": corpus}), name="corpora",
@@ -361,7 +361,7 @@ def promote(client, name: str, version: int, *, alias: str = "champion", gates: 
     if not model_version.run_id:
         raise UserError(f"{name} version {version} has no run; only versions registered from a run can be gated")
     language = gated_languages(model_version.tags)  # every target language of the model
-    from vocadapt.platform.gate_items import collect_gate_items
+    from vocadapt.platform.registry.gate_items import collect_gate_items
 
     # per-item parts (gates/items.json of the run and its parent) give each gate its bootstrap interval
     results = evaluate_gates(collect_metrics(client, model_version.run_id), gates, language,

@@ -1,7 +1,7 @@
 """Artefacts every trial of a sweep would otherwise recompute (the corpus expectation suite's results, the source
 model's held-out bits per byte, the trained target tokenizer, a trained helper), stored under the sweep's output
 folder and keyed by exactly their inputs. The folder is local or in object storage (``s3://...``, see
-``platform/storage.py``), so trials on every node of a cluster share one cache."""
+``platform/data/storage.py``), so trials on every node of a cluster share one cache."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.platform.storage import StorageLocation, local_mirror, locate
+from vocadapt.platform.data.storage import StorageLocation, local_mirror, locate
 
 CACHE_FOLDER = "cache"  # under the sweep's output folder: <storage_path>/<name>/cache/<kind>/<key>/
 CACHE_VERSION = 1  # bump when what an artefact holds (or how it is computed) changes

@@ -1,0 +1,1 @@
+"""Continued pre-training at the edge: the Ray Train driver and its worker, DeepSpeed's config, progress."""

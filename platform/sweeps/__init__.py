@@ -1,0 +1,1 @@
+"""Sweeps with Ray Tune: the trial driver and the cache of finished trials."""
