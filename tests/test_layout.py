@@ -238,3 +238,17 @@ def test_dangling_reference_check_sees_function_level_imports_and_strings(tmp_pa
                       f"    monkeypatch.setattr('vocadapt.platform.{gone}.function', None)\n"
                       "    from vocadapt.platform.config import load_config\n")
     assert _dangling_references(module) == [f"vocadapt.platform.{missing}", f"vocadapt.platform.{gone}.function"]
+
+
+# What every stage uses stays at platform/'s top level; anything else belongs to a concern's folder (DEVELOPERS.md).
+PLATFORM_TOP_LEVEL = {"config", "config_sections", "tracking", "model_loading", "energy", "jobs"}
+
+
+def test_platform_is_grouped_by_concern():
+    top_level = {path.stem for path in (ROOT / "platform").glob("*.py")}
+    assert top_level <= PLATFORM_TOP_LEVEL, (
+        f"{sorted(top_level - PLATFORM_TOP_LEVEL)} at platform/'s top level: move each into the folder of its "
+        "concern (assets, data, families, lapt, evaluation, registry, serving, sweeps), or make the case for a new "
+        "cross-cutting module in DEVELOPERS.md and PLATFORM_TOP_LEVEL")
+    for folder in (path for path in (ROOT / "platform").iterdir() if path.is_dir() and path.name != "__pycache__"):
+        assert (folder / "__init__.py").is_file(), f"platform/{folder.name}/ needs an __init__.py saying what it holds"
