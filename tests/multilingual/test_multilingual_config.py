@@ -6,22 +6,20 @@ byte, its own generation and side-by-side scores, and its own rows at the promot
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+
+from tests.pipelines.test_demo_configs import MINIMAL as DEMO_MINIMAL
+from tests.pipelines.test_demo_configs import adapt_with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "italian-german-russian-smollm2-multilingual.yaml"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-MINIMAL = {"evaluation.max_documents": "6", "evaluation.max_length": "64", "evaluation.side_by_side_items": "4",
-           "evaluation.max_new_tokens": "8", "evaluation.out_of_domain_documents": "4",
-           "evaluation.equal_content_characters": "40", "evaluation.equal_content_repeats": "1",
-           "corpus.expectation_lines": "2000", "lapt.max_steps": "2", "lapt.batch_size": "2",
-           "lapt.sequence_length": "32", "tokenizer.max_training_lines": "5000"}
+# the demo configs' minimal sizes; 4 side-by-side items and 5,000 tokenizer lines per language mix
+MINIMAL = DEMO_MINIMAL | {"evaluation.side_by_side_items": "4", "tokenizer.max_training_lines": "5000"}
 PER_LANGUAGE_GATES = ("target bits per byte", "target fertility", "generated tokens per character",
                       "generated tokens saved on the same text")
 
@@ -35,20 +33,12 @@ def three_language_assets():
 
 
 def test_three_language_config_end_to_end_at_minimal_size(three_language_assets, tmp_path, monkeypatch):
-    from vocadapt.cli.app import app
-
     recipe = yaml.safe_load(CONFIG.read_text())
     languages = recipe["target"]["languages"]
     assert languages == ["it", "de", "ru"]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    summary = tmp_path / "summary.json"
-    args = ["adapt", str(CONFIG), "--json", str(summary), "--set", f"output_dir={tmp_path / 'runs'}"]
-    for key, value in MINIMAL.items():
-        args += ["--set", f"{key}={value}"]
-    result = CliRunner().invoke(app, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    report = json.loads(summary.read_text())
+    _, report = adapt_with_overrides(CONFIG, {"output_dir": tmp_path / "runs", **MINIMAL}, tmp_path / "summary.json")
 
     for code in languages:  # one budget, every language's text shorter; English exactly as before
         before = report["fertility"][f"source_tokenizer.{code}"]["tokens_per_word"]
