@@ -281,6 +281,17 @@ def check_decoding_here(tokenizer, cases) -> Finding:
                    f"{len(cases)} probe completions decode identically in full and streamed")
 
 
+def _cache_key_bytes(path: Path) -> bytes:
+    """A file's bytes as the vLLM answer's cache key sees them: config.json without vocadapt's own records
+    (``vocadapt_init`` holds the initialiser's timings, different on every run, and nothing vLLM reads), so the same
+    tokenizer and config meet their cached answer again."""
+    if path.name != "config.json":
+        return path.read_bytes()
+    config = json.loads(path.read_text(encoding="utf-8"))
+    return json.dumps({key: value for key, value in config.items() if not key.startswith("vocadapt")},
+                      sort_keys=True).encode()
+
+
 def _vllm_cache_file(model_dir: Path, cases, python: Path) -> Path:
     """Where vLLM's answer for this tokenizer is kept: it is a function of the tokenizer files, the probe cases, the
     probe script and the serving environment only, and starting vLLM's Python costs about a minute on 2 cores."""
@@ -291,7 +302,7 @@ def _vllm_cache_file(model_dir: Path, cases, python: Path) -> Path:
     digest = hashlib.sha256()
     for path in sorted(Path(model_dir).iterdir()):
         if path.is_file() and path.suffix != ".safetensors" and path.name.startswith(TOKENIZER_FILE_PREFIXES):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+            digest.update(path.name.encode() + b"\0" + _cache_key_bytes(path))
     python_file = Path(python)
     stamp = python_file.parent.parent / "pyvenv.cfg"
     digest.update(json.dumps([cases, str(python_file.resolve()), stamp.stat().st_mtime_ns if stamp.is_file() else 0])

@@ -24,20 +24,26 @@ EXPECTATIONS = ("expect_table_row_count_to_be_between", "expect_column_values_to
                 "expect_column_values_to_be_in_set on language")
 
 
-def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
-    """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
-    from vocadapt.platform.data.corpus_checks import log_expectations
-    from vocadapt.platform.energy import log_energy
-    from vocadapt.platform.lapt.worker import METRIC_PREFIX
-    from vocadapt.platform.tracking import Tracker
-
+def sqlite_tracker(folder: Path, experiment: str):
+    """(tracking URI, Tracker) of a SQLite store in ``folder/mlflow.db``, artifacts in ``folder/artifacts``."""
     import mlflow
+
+    from vocadapt.platform.tracking import Tracker
 
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     # Tracker builds its client before it sets the global registry URI, so a Tracker made earlier in the same
     # process (another test's store) would receive this store's registrations: point the registry here first.
     mlflow.set_registry_uri(uri)
-    tracker = Tracker(uri, experiment, artifact_root=folder / "artifacts")
+    return uri, Tracker(uri, experiment, artifact_root=folder / "artifacts")
+
+
+def fill_store(folder: Path, experiment: str = "kestrel-experiment") -> str:
+    """Write the runs into ``folder/mlflow.db`` (artifacts in ``folder/artifacts``); returns the tracking URI."""
+    from vocadapt.platform.data.corpus_checks import log_expectations
+    from vocadapt.platform.energy import log_energy
+    from vocadapt.platform.lapt.worker import METRIC_PREFIX
+
+    uri, tracker = sqlite_tracker(folder, experiment)
     with tracker.run(ADAPT_RUN, tags={"vocadapt.target_language": "xx"}) as parent:
         parent_id = parent.info.run_id
         parent_energy = _ledger({"tokenizer": TOKENIZER_KWH})

@@ -11,15 +11,10 @@ SCORES = {"kestrel": (1.9, 2.6), "osprey": (1.7, 2.9), "merlin": (2.4, 2.2)}  # 
 
 @pytest.fixture(scope="module")
 def leaderboard_store(tmp_path_factory) -> str:
-    import mlflow
-
     from vocadapt.pipelines.leaderboard import LEADERBOARD_TAG, LeaderboardResult, LeaderboardRow, log_leaderboard, rank
-    from vocadapt.platform.tracking import Tracker
+    from tests.dashboard.fake_store import sqlite_tracker
 
-    folder = tmp_path_factory.mktemp("leaderboard-store")
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
-    mlflow.set_registry_uri(uri)
-    tracker = Tracker(uri, "falcon-leaderboards", artifact_root=folder / "artifacts")
+    uri, tracker = sqlite_tracker(tmp_path_factory.mktemp("leaderboard-store"), "falcon-leaderboards")
     with tracker.run("falcon/leaderboard", tags={LEADERBOARD_TAG: "zero-shot"}) as parent:
         rows = []
         for method, (target, source) in SCORES.items():

@@ -27,15 +27,10 @@ def _language_metrics(prefix: str, offset: float) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def multilingual_store(tmp_path_factory) -> str:
-    import mlflow
-
     from vocadapt.pipelines.leaderboard import LEADERBOARD_TAG, LeaderboardResult, LeaderboardRow, log_leaderboard, rank
-    from vocadapt.platform.tracking import Tracker
+    from tests.dashboard.fake_store import sqlite_tracker
 
-    folder = tmp_path_factory.mktemp("multilingual-store")
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
-    mlflow.set_registry_uri(uri)
-    tracker = Tracker(uri, "heron-multilingual", artifact_root=folder / "artifacts")
+    uri, tracker = sqlite_tracker(tmp_path_factory.mktemp("multilingual-store"), "heron-multilingual")
     params = {"target.languages": str(list(LANGUAGES)), "target.source_language": "en"}  # as config.flat() logs
     with tracker.run(ADAPT_RUN, tags={"vocadapt.target_language": "it"}) as parent:
         tracker.log_params(parent.info.run_id, params)

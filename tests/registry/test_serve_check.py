@@ -267,3 +267,22 @@ def test_the_pyfunc_answers_the_greedy_decode_and_a_pyfunc_of_other_weights_is_c
     _other_weights(other)
     mismatch = served_answer_mismatch(tokenizer, expected, pyfunc_answer(other))
     assert mismatch is not None and "differs from transformers' greedy decode at token" in mismatch, mismatch
+
+
+def test_the_vllm_answer_is_cached_by_tokenizer_and_config_not_by_vocadapt_records(tmp_path):
+    """The same tokenizer and config meet vLLM's cached answer again though config.json's ``vocadapt_init`` (its
+    timings) differs run to run; a config change that vLLM reads (vocab_size) is a new key."""
+    from vocadapt.platform.serving.serve_check import _vllm_cache_file
+
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.touch()
+    folders = []
+    for run, (seconds, rows) in enumerate([(1.5, 300), (2.5, 300), (1.5, 320)]):
+        folder = tmp_path / f"run-{run}"
+        folder.mkdir()
+        (folder / "tokenizer.json").write_text('{"model": "the same"}')
+        (folder / "config.json").write_text(json.dumps({"vocab_size": rows, "vocadapt_init": {"seconds": seconds}}))
+        folders.append(folder)
+    keys = [_vllm_cache_file(folder, [["ciao"]], python) for folder in folders]
+    assert keys[0] == keys[1] != keys[2]
