@@ -54,3 +54,14 @@ def test_trimmed_family_tokenizer_keeps_kept_text_and_specials(family, load_fami
     assert trimmed.apply_chat_template(messages, tokenize=False) == rendered
     source_ids = source(rendered, add_special_tokens=False).input_ids
     assert [target_to_source[i] for i in trimmed(rendered, add_special_tokens=False).input_ids] == source_ids
+    # line breaks and runs of spaces are kept though the slices (one paragraph per line) never show them. Llama-3.1
+    # also has tokens of punctuation and line breaks (".\n\n"), which only a corpus that shows them keeps: without
+    # them the text is written "." then "\n\n", so only Gemma-3 keeps the source's ids here
+    paragraphs = f"{kept_lines[0]}\n\n{kept_lines[1]}\n    {kept_lines[2]}\t."
+    source_ids = source(paragraphs, add_special_tokens=False).input_ids
+    trimmed_ids = trimmed(paragraphs, add_special_tokens=False).input_ids
+    assert trimmed.decode(trimmed_ids) == source.decode(source_ids) == paragraphs
+    if family == "gemma3":
+        assert [target_to_source[i] for i in trimmed_ids] == source_ids
+    for token in ("\n", "\n\n") if family == "gemma3" else ("Ċ", "ĊĊ", "ĠĠĠ"):
+        assert source.convert_tokens_to_ids(token) in kept and source.convert_tokens_to_ids(token) not in trim.counts
