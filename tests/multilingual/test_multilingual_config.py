@@ -38,7 +38,7 @@ def test_three_language_config_end_to_end_at_minimal_size(three_language_assets,
     assert languages == ["it", "de", "ru"]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    _, report = adapt_with_overrides(CONFIG, {"output_dir": tmp_path / "runs", **MINIMAL}, tmp_path / "summary.json")
+    result, report = adapt_with_overrides(CONFIG, {"output_dir": tmp_path / "runs", **MINIMAL}, tmp_path / "summary.json")
 
     for code in languages:  # one budget, every language's text shorter; English exactly as before
         before = report["fertility"][f"source_tokenizer.{code}"]["tokens_per_word"]
