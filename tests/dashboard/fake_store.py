@@ -207,3 +207,15 @@ def _matrix_row(language, script, delimited, parity_source, parity_target) -> di
                        "speed_up.characters_per_second": ratio ** 0.5, "speed_up.equal_content": ratio * 0.8,
                        "source_over_target_tokens": ratio},
     }
+
+
+def run_dashboard(tracking_uri: str, monkeypatch):
+    """The dashboard app run once by Streamlit's test harness on ``tracking_uri``; asserts it raised nothing."""
+    from streamlit.testing.v1 import AppTest
+
+    from vocadapt.cli.commands.dashboard import app_path
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
+    app = AppTest.from_file(str(app_path()), default_timeout=120).run()
+    assert not app.exception, app.exception
+    return app

@@ -41,13 +41,9 @@ def test_leaderboard_rows_are_read_from_the_parent_metrics(leaderboard_store):
 
 
 def test_app_shows_the_leaderboard(leaderboard_store, monkeypatch):
-    from streamlit.testing.v1 import AppTest
+    from tests.dashboard.fake_store import run_dashboard
 
-    from vocadapt.cli.commands.dashboard import app_path
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", leaderboard_store)
-    app = AppTest.from_file(str(app_path()), default_timeout=120).run()
-    assert not app.exception, app.exception
+    app = run_dashboard(leaderboard_store, monkeypatch)
     assert any("leaderboard" in header.value.lower() for header in app.header)
     shown = next(frame.value for frame in app.dataframe if "method" in frame.value.columns)
     assert list(shown["method"])[:3] == ["osprey", "kestrel", "merlin"]

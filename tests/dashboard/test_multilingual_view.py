@@ -92,13 +92,9 @@ def test_the_leaderboard_ranks_on_the_mean_and_shows_a_column_per_language(multi
 
 
 def test_app_shows_a_section_per_target_language(multilingual_store, monkeypatch):
-    from streamlit.testing.v1 import AppTest
+    from tests.dashboard.fake_store import run_dashboard
 
-    from vocadapt.cli.commands.dashboard import app_path
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", multilingual_store)
-    app = AppTest.from_file(str(app_path()), default_timeout=120).run()
-    assert not app.exception, app.exception
+    app = run_dashboard(multilingual_store, monkeypatch)
     assert any("per target language" in header.value.lower() for header in app.header)
     shown = next(frame.value for frame in app.dataframe if "ood_bpb" in frame.value.columns)
     assert set(shown["language"]) == set(LANGUAGES)
