@@ -22,18 +22,14 @@ from vocadapt.components.evaluation.parameters import parameter_counts
 from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summary_json
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.pipelines.preflight import check_corpora, corpus_expectations, preflight, resolve_methods  # noqa: F401
-from vocadapt.pipelines.vocabulary_steps import (
-    build_helper, further_held_out, held_out_bits_per_byte, initialise_method, language_streams, measure_stage,
-    train_target_tokenizer,
-)
-from vocadapt.platform.energy import EnergyLedger, EnergyReading, log_energy
-from vocadapt.platform.assets.sources import ResolvedInputs, read_documents
-from vocadapt.platform.tracking import (
-    Tracker, git_commit, redact_tree, resolve_tracking_uri, sha256_files, sha256_tree,
-)
+from vocadapt.pipelines.recipe import MethodRun, Recipe
+from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams
+from vocadapt.platform.energy import EnergyReading, log_energy
+from vocadapt.platform.assets.sources import ResolvedInputs
+from vocadapt.platform.tracking import Tracker, redact_tree, resolve_tracking_uri
 
 if TYPE_CHECKING:
-    from vocadapt.components.initializers import ConfiguredInitializer
+    from vocadapt.pipelines.preflight import Preflight
 
 
 @dataclass
@@ -90,15 +86,14 @@ def run_adapt(
     # ---- setup: everything that can fail on bad input fails here, before any run or file exists (the same
     # checks `vocadapt config --check-files` runs)
     checked = preflight(config, check_files=True, overwrite=overwrite, console=console, cache=cache)
-    methods, inputs, output_dir = checked.methods, checked.inputs, checked.output_dir
-    expectations, pretrained_tokenizer = checked.expectations, checked.pretrained_tokenizer
+    output_dir = checked.output_dir
     staging = output_dir.with_name(f".{output_dir.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     try:
-        result = _run(config, inputs, tracker, staging, console, parent_run_id, on_metrics, cache,
-                      pretrained_tokenizer, expectations, methods=methods)
+        recipe = Recipe(config, checked.inputs, tracker, console, staging, cache)
+        result = _run(recipe, checked, parent_run_id, on_metrics)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -126,53 +121,29 @@ def _move_into_place(staging: Path, output_dir: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _run(
-    config: ExperimentConfig, inputs: ResolvedInputs, tracker: Tracker, workdir: Path, console: Console,
-    parent_run_id: str | None, on_metrics: Callable[[str, dict[str, float]], None] | None, cache: Any = None,
-    pretrained_tokenizer: Any = None, expectations: dict[str, Any] | None = None,
-    *, methods: dict[str, ConfiguredInitializer],
-) -> AdaptResult:
-    from vocadapt.platform.model_loading import load_source_model, load_source_tokenizer
-
-    language, english = config.target.language, config.target.source_language
-    lineage = {
-        "vocadapt.source_model": config.source.model if not inputs.embedded else "SmolLM2-135M-Instruct (embedded)",
-        "vocadapt.target_language": language,
-        "vocadapt.git_commit": git_commit(),
-        "vocadapt.corpus_sha256": sha256_files(list(inputs.corpus_files)),
-    }
-    if config.target.multilingual:  # the gates judge every language (platform/registry/gates.py::gated_languages)
-        lineage["vocadapt.target_languages"] = ",".join(config.target.languages)
+def _run(recipe: Recipe, checked: Preflight, parent_run_id: str | None,
+         on_metrics: Callable[[str, dict[str, float]], None] | None) -> AdaptResult:
     from vocadapt.pipelines.side_by_side import items_for_config
 
-    side_by_side = items_for_config(config, inputs)  # may download out-of-domain text: before any run opens
+    config, inputs, tracker, console = recipe.config, recipe.inputs, recipe.tracker, recipe.console
+    lineage = recipe.lineage
+    if config.target.multilingual:  # the gates judge every language (platform/registry/gates.py::gated_languages)
+        lineage["vocadapt.target_languages"] = ",".join(config.target.languages)
+    recipe.side_by_side = items_for_config(config, inputs)  # may download out-of-domain text: before any run opens
     with tracker.run(config.name, parent_run_id=parent_run_id, tags=lineage) as parent:
-        parent_id = parent.info.run_id
-        # every stage's energy, the children's included: logged on the parent as per-stage sums and the total
-        energy = EnergyLedger(config.tracking.country_iso_code)
+        recipe.parent_id = parent_id = parent.info.run_id
         tracker.log_params(parent_id, config.flat())
         tracker.log_text(parent_id, yaml.safe_dump(redact_tree(config.model_dump(mode="json")), sort_keys=False),
                          "config.yaml")
-        if expectations is not None:
+        if checked.expectations is not None:
             from vocadapt.platform.data.corpus_checks import log_expectations
 
-            log_expectations(tracker, parent_id, expectations)
+            log_expectations(tracker, parent_id, checked.expectations)
 
-        held_out = {
-            "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
-            "source": read_documents(inputs.source_validation, config.evaluation.max_documents),
-        } | further_held_out(config, inputs)  # target_<code>: target.languages after the first
-        source_tokenizer = load_source_tokenizer(config, inputs.source_model)
-
-        console.rule("[bold]2. target tokenizer")
-        with measure_stage(config, "tokenizer") as reading:
-            target_tokenizer, replacement, tokenizer_dir = train_target_tokenizer(
-                config, inputs, source_tokenizer, workdir, cache, pretrained_tokenizer
-            )
-        energy.add(reading)
-        tokenizer_sha = sha256_tree(tokenizer_dir)
-        tracker.log_artifact(parent_id, tokenizer_dir, "tokenizer")
-        tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
+        recipe.read_held_out()
+        recipe.train_tokenizer("[bold]2. target tokenizer", checked.pretrained_tokenizer)
+        replacement, held_out, source_tokenizer = recipe.replacement, recipe.held_out, recipe.source_tokenizer
+        tracker.log_artifact(parent_id, recipe.tokenizer_dir, "tokenizer")
         _warn_if_vocabulary_short(config, inputs, replacement, tracker, parent_id, console)
         if config.init.mode == "expand":
             expansion = _expansion_summary(replacement, inputs)
@@ -182,10 +153,8 @@ def _run(
                           f"{expansion['skipped'] or 'none'}; protected lexicon: {expansion['protected_lexicon']}",
                           highlight=False)  # fmt: skip
 
-        console.rule("[bold]3. fertility")
-        with measure_stage(config, "evaluation") as reading:
+        with recipe.stage("evaluation", "[bold]3. fertility"):
             fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
-        energy.add(reading)
         tracker.log_metrics(parent_id, _flatten_fertility(fertility))
         tracker.log_dict(parent_id, fertility, "fertility.json")
         print_fertility(fertility, console)
@@ -198,42 +167,25 @@ def _run(
         for stream, code in language_streams(config)[:-1]:  # every target language's documents
             parent_items |= fertility_parts(source_tokenizer, replacement.tokenizer, held_out[stream], code)
 
-        console.rule("[bold]5. source model, zero-shot bits per byte")
-        source_model = load_source_model(config, inputs.source_model)
-        with measure_stage(config, "evaluation") as reading:
-            if cache is None:
-                source_bpb = held_out_bits_per_byte(source_model, source_tokenizer, held_out, config)
-            else:
-                source_bpb = cache.source_bits_per_byte(
-                    config, inputs, lambda: held_out_bits_per_byte(source_model, source_tokenizer, held_out, config))
-        energy.add(reading)
+        recipe.score_source("[bold]5. source model, zero-shot bits per byte")
+        source_bpb = recipe.source_bpb
         tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
-                            | {f"source_model.{k}": v for k, v in parameter_counts(source_model).items()})
-        source_side_by_side = _score_source_side_by_side(config, side_by_side, source_model, source_tokenizer,
-                                                         tracker, parent_id, energy, console, parent_items)
+                            | {f"source_model.{k}": v for k, v in parameter_counts(recipe.source_model).items()})
+        source_side_by_side = _score_source_side_by_side(recipe, parent_items)
         log_gate_items(tracker, parent_id, parent_items)
 
-        with measure_stage(config, "init") as reading:  # a helper (fastText) is part of initialising the new rows
-            if not config.init.helper or not any(method.needs_helper for method in methods.values()):
-                helper = None  # no listed method uses one
-            elif cache is None:
-                helper = build_helper(config, target_tokenizer, inputs)
-            else:
-                helper = cache.helper(config, inputs, tokenizer_sha,
-                                      lambda: build_helper(config, target_tokenizer, inputs))
-        energy.add(reading)
+        methods = checked.methods
+        with recipe.stage("init"):  # a helper (fastText) is part of initialising the new rows
+            if config.init.helper and any(method.needs_helper for method in methods.values()):
+                recipe.helper = recipe.build_helper()  # else None: no listed method uses one
         outcomes = []
         for method in config.init.methods:
             console.rule(f"[bold]4-7. method {method}")
             with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=lineage) as child:
-                outcome = _adapt_one_method(
-                    config, inputs, tracker, child.info.run_id, methods[method], source_model, source_tokenizer,
-                    target_tokenizer, replacement, held_out, workdir, console, on_metrics, helper, energy,
-                    side_by_side,
-                )
+                outcome = _adapt_one_method(recipe.method_run(methods[method], child.info.run_id), on_metrics)
             outcomes.append(outcome)
-        del source_model
-        log_energy(tracker, parent_id, energy)
+        recipe.source_model = None
+        log_energy(tracker, parent_id, recipe.energy)
 
         best = min(outcomes, key=MethodOutcome.score)
         tracker.set_tags(parent_id, {"vocadapt.best_method": best.method})
@@ -241,13 +193,13 @@ def _run(
         registered = None
         if config.tracking.register_best:
             console.rule("[bold]8. registry")
-            registered = _register(config, tracker, best, lineage | {"vocadapt.tokenizer_sha256": tokenizer_sha},
-                                   parent_id, console)
+            registered = _register(config, tracker, best,
+                                   lineage | {"vocadapt.tokenizer_sha256": recipe.tokenizer_sha}, parent_id, console)
         _drop_other_models(outcomes, best)
     parent_metrics = _flatten_fertility(fertility) | {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
     return AdaptResult(
-        parent_id, tracker.experiment_id, tracker.tracking_uri, workdir, fertility, source_bpb, outcomes, best,
-        registered, source_side_by_side, parent_metrics | source_side_by_side, parent_items,
+        parent_id, tracker.experiment_id, tracker.tracking_uri, recipe.workdir, fertility, source_bpb, outcomes,
+        best, registered, source_side_by_side, parent_metrics | source_side_by_side, parent_items,
     )
 
 
@@ -334,63 +286,55 @@ def _flatten_fertility(fertility: dict[str, dict[str, float]]) -> dict[str, floa
     }
 
 
-def continue_pretraining(
-    config: ExperimentConfig, inputs: ResolvedInputs, model_dir: Path, workdir: Path, tracker, run_id: str,
-    held_out: dict[str, list[str]],
-) -> dict[str, Any]:
+def continue_pretraining(recipe: Recipe, model_dir: Path, workdir: Path, run_id: str) -> dict[str, Any]:
     """LAPT through Ray Train; returns the trained model directory, its history and held-out bits per byte."""
     from vocadapt.pipelines.lapt import LaptRequest
 
-    request = LaptRequest(config, inputs, model_dir, f"{config.name}-{model_dir.parent.name}", workdir, held_out)
-    return request.run(tracker.tracking_uri, run_id)
+    config = recipe.config
+    request = LaptRequest(config, recipe.inputs, model_dir, f"{config.name}-{model_dir.parent.name}", workdir,
+                          recipe.held_out)
+    return request.run(recipe.tracker.tracking_uri, run_id)
 
 
-def _adapt_one_method(
-    config, inputs, tracker, run_id, initializer: ConfiguredInitializer, source_model, source_tokenizer,
-    target_tokenizer, replacement, held_out, workdir: Path, console, on_metrics=None, helper=None,
-    energy: EnergyLedger | None = None, side_by_side=None,
-) -> MethodOutcome:
-    """One method on its child run; its stages' energy is logged there and added to ``energy``, the parent's."""
+def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float]], None] | None = None,
+                      ) -> MethodOutcome:
+    """One method on its child run; its stages' energy is logged there and added to the recipe's, the parent's.
+
+    The model is initialised and scored in memory; its checkpoint is written for LAPT and the registry. Without
+    LAPT and merge, the side-by-side benchmark scores the same model in memory too (as float32, the way a
+    checkpoint is loaded), so nothing is read back from disk only to be scored."""
     from vocadapt.platform.model_loading import strip_custom_code
 
-    method = initializer.name
-    method_energy = EnergyLedger(config.tracking.country_iso_code)
-
-    def account(reading: EnergyReading) -> None:
-        method_energy.add(reading)
-        if energy is not None:
-            energy.add(reading)
-
-    tracker.log_params(run_id, {"method": method, "mode": config.init.mode, "helper": config.init.helper,
-                                **{f"option.{k}": v for k, v in config.init.options.get(method, {}).items()}})
+    recipe, method, run_id = run.recipe, run.method, run.run_id
+    config, tracker, held_out = recipe.config, recipe.tracker, recipe.held_out
+    target_tokenizer = recipe.target_tokenizer
+    recipe.log_method_params(run_id, method, config.init.options.get(method, {}))
     started = time.perf_counter()
-    with measure_stage(config, "init") as reading:
-        model, record = initialise_method(config, initializer, source_model, source_tokenizer, target_tokenizer,
-                                          replacement, inputs, helper)
-        initial_dir = workdir / method / "initialised"
+    with run.stage("init"):
+        model, record = recipe.initialise(run.initializer)
+        initial_dir = recipe.workdir / method / "initialised"
         model.save_pretrained(initial_dir)
         target_tokenizer.save_pretrained(initial_dir)
         strip_custom_code(initial_dir)
-    account(reading)
     tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started} | parameter_counts(model))
     tracker.log_dict(run_id, record, "initialisation.json")
-    with measure_stage(config, "evaluation") as reading:
+    with run.stage("evaluation"):
         zero_shot = held_out_bits_per_byte(model, target_tokenizer, held_out, config)
-    account(reading)
     bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
     tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
-    del model
+    final_in_memory = not config.lapt.runs and config.merge.method == "none"
+    if not final_in_memory:
+        del model  # LAPT and the merge start from the checkpoint; memory goes to them
     if on_metrics is not None:
         on_metrics(method, dict(zero_shot))
     outcome = MethodOutcome(method, run_id, initial_dir, bpb, record=record)
     if config.lapt.runs:
-
-        lapt = continue_pretraining(config, inputs, initial_dir, workdir / method, tracker, run_id, held_out)
+        lapt = continue_pretraining(recipe, initial_dir, recipe.workdir / method, run_id)
         outcome.model_dir = lapt["model_dir"]
         strip_custom_code(Path(outcome.model_dir))
         outcome.lapt = lapt
         if lapt["energy"]:  # measured in the Ray workers, summed over nodes
-            account(EnergyReading.from_dict(lapt["energy"]))
+            run.account(EnergyReading.from_dict(lapt["energy"]))
         after = {f"{stream}_after_lapt": value for stream, value in lapt["bits_per_byte"].items()}
         outcome.bits_per_byte.update(after)
         tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
@@ -398,45 +342,50 @@ def _adapt_one_method(
     if config.merge.method != "none":  # ElChat: back into the chat model; what follows sees the merged model
         from vocadapt.pipelines.merge_step import merge_into_chat_model
 
-        merge_into_chat_model(config, outcome, inputs.source_model, held_out, tracker, run_id, console, account)
+        merge_into_chat_model(run, outcome)
+    side_by_side = recipe.side_by_side
     if side_by_side is not None or config.evaluation.equal_content_characters:
-        from vocadapt.platform.model_loading import load_model
+        from vocadapt.platform.model_loading import load_checkpoint_tokenizer, load_model
 
-        final_model, final_tokenizer = load_model(Path(outcome.model_dir), what="adapted model")
-        with measure_stage(config, "evaluation") as reading:
+        if final_in_memory:  # the checkpoint just written, as load_model reads it: float32, its saved tokenizer
+            final_model, final_tokenizer = model.float().eval(), load_checkpoint_tokenizer(outcome.model_dir)
+            del model
+        else:
+            final_model, final_tokenizer = load_model(Path(outcome.model_dir), what="adapted model")
+        with run.stage("evaluation"):
             if side_by_side is not None:
-                outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, source_tokenizer,
+                outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, recipe.source_tokenizer,
                                                            side_by_side, outcome.gate_items)
             outcome.side_by_side |= _equal_content_speed_up(config, (final_model, final_tokenizer),
-                                                            (source_model, source_tokenizer), held_out["target"])
-        account(reading)
+                                                            (recipe.source_model, recipe.source_tokenizer),
+                                                            held_out["target"])
         del final_model
         tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
         from vocadapt.platform.registry.gate_items import log_gate_items
 
         if side_by_side is not None:
             log_gate_items(tracker, run_id, outcome.gate_items)
-    log_energy(tracker, run_id, method_energy)
-    console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
+    elif final_in_memory:
+        del model
+    log_energy(tracker, run_id, run.energy)
+    recipe.console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
     return outcome
 
 
-def _score_source_side_by_side(config, items, source_model, source_tokenizer, tracker, parent_id, energy, console,
-                               item_parts=None):
+def _score_source_side_by_side(recipe: Recipe, item_parts: dict[str, Any]) -> dict[str, float]:
     """The source model's scores on the side-by-side benchmark (``source_model.*`` on the parent run, where the
     promotion gates read them, their per-item parts added to ``item_parts``); {} when
     ``evaluation.side_by_side_items`` is 0."""
     from vocadapt.pipelines.side_by_side import score_model
 
-    if items is None:
+    if recipe.side_by_side is None:
         return {}
-    with measure_stage(config, "evaluation") as reading:
-        scores = score_model(source_model, source_tokenizer, items, source_tokenizer=source_tokenizer,
-                             prefix="source_model.", item_parts=item_parts)
-    energy.add(reading)
-    tracker.log_metrics(parent_id, scores)
-    console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
-                                                 for k, v in scores.items()), highlight=False)
+    with recipe.stage("evaluation"):
+        scores = score_model(recipe.source_model, recipe.source_tokenizer, recipe.side_by_side,
+                             source_tokenizer=recipe.source_tokenizer, prefix="source_model.", item_parts=item_parts)
+    recipe.tracker.log_metrics(recipe.parent_id, scores)
+    recipe.console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
+                                                        for k, v in scores.items()), highlight=False)
     return scores
 
 

@@ -11,28 +11,30 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vocadapt.pipelines.recipe import MethodRun
 
 
-def merge_into_chat_model(config, outcome, chat_model: str, held_out: dict[str, list[str]], tracker, run_id: str,
-                          console, account: Callable[[Any], None]) -> dict[str, Any]:
-    """Merge ``outcome.model_dir`` with the source chat model into ``<method>/merged``, measure it on the held-out
-    text, and point ``outcome`` at it; returns the merge record (also logged as ``merge.json``). ``account``
-    receives each stage's energy reading."""
+def merge_into_chat_model(run: MethodRun, outcome) -> dict[str, Any]:
+    """Merge ``outcome.model_dir`` with the source chat model (the recipe's ``inputs.source_model``) into
+    ``<method>/merged``, measure it on the recipe's held-out text, and point ``outcome`` at it; returns the merge
+    record (also logged as ``merge.json`` on the method's run). Both stages' energy goes to the method's ledger."""
     from vocadapt.components.merging import merge_model_folders
-    from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, measure_stage
+    from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
     from vocadapt.platform.model_loading import load_model, resolve_model_folder
 
+    config, tracker, run_id = run.recipe.config, run.recipe.tracker, run.run_id
     adapted_dir = Path(outcome.model_dir)
     merged_dir = adapted_dir.parent / "merged" if adapted_dir.name != "merged" else adapted_dir.with_name("merged-2")
-    chat_dir = Path(resolve_model_folder(chat_model, what="source model", revision=config.source.revision))
-    with measure_stage(config, "merge") as reading:
+    chat_dir = Path(resolve_model_folder(run.recipe.inputs.source_model, what="source model",
+                                         revision=config.source.revision))
+    with run.stage("merge"):
         record = merge_model_folders(adapted_dir, chat_dir, merged_dir, config.merge)
-    account(reading)
     model, tokenizer = load_model(merged_dir, what="merged model")
-    with measure_stage(config, "evaluation") as reading:
-        merged_bpb = held_out_bits_per_byte(model, tokenizer, held_out, config)
-    account(reading)
+    with run.stage("evaluation"):
+        merged_bpb = held_out_bits_per_byte(model, tokenizer, run.recipe.held_out, config)
     del model
     step = outcome.lapt["steps"] if outcome.lapt else 0
     stage = "after_lapt" if outcome.lapt else "zero_shot"
@@ -44,7 +46,7 @@ def merge_into_chat_model(config, outcome, chat_model: str, held_out: dict[str, 
     tracker.set_tags(run_id, {"vocadapt.merge": config.merge.method})
     shutil.rmtree(adapted_dir, ignore_errors=True)
     outcome.model_dir = merged_dir
-    console.print(f"  merged into the chat model ({config.merge.method}, layers {record['rates']}): "
+    run.recipe.console.print(f"  merged into the chat model ({config.merge.method}, layers {record['rates']}): "
                   + ", ".join(f"{stream} {before[f'{stream}_before_merge']:.3f} -> {value:.3f}"
                               for stream, value in merged_bpb.items()), highlight=False)
     return record

@@ -50,7 +50,8 @@ def test_adapt_expands_for_two_languages_and_reports_each(tmp_path, world, monke
     assert config.lapt.mixing == {"target": 0.375, "target_hi": 0.375, "source": 0.25}
     handed = {}
 
-    def stand_in(config, inputs, model_dir, workdir, tracker, run_id, held_out):
+    def stand_in(recipe, model_dir, workdir, run_id):
+        config, inputs, held_out = recipe.config, recipe.inputs, recipe.held_out
         request = LaptRequest(config, inputs, Path(model_dir), "tiny-lapt", Path(workdir), held_out)
         from vocadapt.pipelines.vocabulary_steps import lapt_language_files
 

@@ -24,8 +24,9 @@ def _tensors(folder: Path) -> dict[str, torch.Tensor]:
     return {name: tensor for shard in sorted(folder.glob("*.safetensors")) for name, tensor in load_file(shard).items()}
 
 
-def _stand_in_lapt(config, inputs, model_dir, workdir, tracker, run_id, held_out):
+def _stand_in_lapt(recipe, model_dir, workdir, run_id):
     """What ``continue_pretraining`` returns, for a model whose every weight moved (seeded)."""
+    config, held_out = recipe.config, recipe.held_out
     from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
     from vocadapt.platform.model_loading import load_model
 
