@@ -19,21 +19,22 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from vocadapt.components.errors import UserError
 from vocadapt.pipelines.preflight import check_corpora, resolve_methods
-from vocadapt.pipelines.vocabulary_steps import (
-    build_helper, further_held_out, held_out_bits_per_byte, initialise_method, language_streams, measure_stage,
-    train_target_tokenizer,
-)
+from vocadapt.pipelines.recipe import Recipe, lineage_tags
+from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.platform.energy import EnergyLedger, log_energy
-from vocadapt.platform.assets.sources import read_documents, resolve_inputs
+from vocadapt.platform.energy import log_energy
+from vocadapt.platform.assets.sources import resolve_inputs
 from vocadapt.platform.sweeps.cache import ArtefactCache
-from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri, sha256_files, sha256_tree
+from vocadapt.platform.tracking import Tracker, resolve_tracking_uri
+
+if TYPE_CHECKING:
+    from vocadapt.components.initializers import ConfiguredInitializer
 
 LEADERBOARD_TAG = "vocadapt.leaderboard"  # on the parent run; the dashboard finds leaderboards by it
 CACHE_FOLDER = "leaderboard-cache"  # under <output_dir>/<name>/
@@ -90,106 +91,74 @@ def run_leaderboard(
     config, skipped = choose_methods(config, methods)
     configured = resolve_methods(config)
     inputs = resolve_inputs(config)
-    from vocadapt.platform.model_loading import check_model_folder, load_source_model, load_source_tokenizer
+    from vocadapt.platform.model_loading import check_model_folder
 
     check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
     cache = ArtefactCache(Path(cache_dir) if cache_dir else Path(config.output_dir) / config.name / CACHE_FOLDER)
     check_corpora(config, inputs, console, cache)
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
-    lineage = {
-        "vocadapt.source_model": config.source.model if not inputs.embedded else "SmolLM2-135M-Instruct (embedded)",
-        "vocadapt.target_language": config.target.language,
-        "vocadapt.git_commit": git_commit(),
-        "vocadapt.corpus_sha256": sha256_files(list(inputs.corpus_files)),
-    }
-    workdir = Path(tempfile.mkdtemp(prefix="vocadapt-leaderboard-"))
+    lineage = lineage_tags(config, inputs)
+    recipe = Recipe(config, inputs, tracker, console, Path(tempfile.mkdtemp(prefix="vocadapt-leaderboard-")), cache,
+                    lineage)
     try:
-        with tracker.run(f"{config.name}/leaderboard", tags=lineage | {LEADERBOARD_TAG: "zero-shot"}) as parent:
-            parent_id = parent.info.run_id
-            energy = EnergyLedger(config.tracking.country_iso_code)  # every stage, the children's included
+        with tracker.run(f"{config.name}/leaderboard", tags=recipe.lineage | {LEADERBOARD_TAG: "zero-shot"}) as parent:
+            recipe.parent_id = parent_id = parent.info.run_id
             tracker.log_params(parent_id, config.flat())
-            held_out = {
-                "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
-                "source": read_documents(inputs.source_validation, config.evaluation.max_documents),
-            } | further_held_out(config, inputs)  # target_<code>: target.languages after the first
-            source_tokenizer = load_source_tokenizer(config, inputs.source_model)
-
-            console.rule("[bold]target tokenizer (cached)")
-            with measure_stage(config, "tokenizer") as reading:
-                target_tokenizer, replacement, tokenizer_dir = train_target_tokenizer(
-                    config, inputs, source_tokenizer, workdir, cache)
-            energy.add(reading)
-            tokenizer_sha = sha256_tree(tokenizer_dir)
-            tracker.set_tags(parent_id, {"vocadapt.tokenizer_sha256": tokenizer_sha})
+            recipe.read_held_out()
+            recipe.train_tokenizer("[bold]target tokenizer (cached)")
+            replacement = recipe.replacement
             tracker.log_metrics(parent_id, {"tokens_copied": len(replacement.target_to_source),
                                             "tokens_initialised": len(replacement.new_token_ids)})
-            console.print(f"  {len(target_tokenizer):,} ids: {len(replacement.target_to_source):,} copied, "
+            console.print(f"  {len(recipe.target_tokenizer):,} ids: {len(replacement.target_to_source):,} copied, "
                           f"{len(replacement.new_token_ids):,} to initialise ({cache.events.get('tokenizer')})")
 
-            console.rule("[bold]source model, zero-shot bits per byte (cached)")
-            source_model = load_source_model(config, inputs.source_model)
-            with measure_stage(config, "evaluation") as reading:
-                source_bpb = cache.source_bits_per_byte(
-                    config, inputs, lambda: held_out_bits_per_byte(source_model, source_tokenizer, held_out, config))
-            energy.add(reading)
-            tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()})
+            recipe.score_source("[bold]source model, zero-shot bits per byte (cached)")
+            tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in recipe.source_bpb.items()})
 
-            helper = None
             if any(method.needs_helper for method in configured.values()):
-                console.rule(f"[bold]helper {config.init.helper} (cached)")
-                with measure_stage(config, "init") as reading:  # a helper is part of initialising, as in adapt
-                    helper = cache.helper(config, inputs, tokenizer_sha,
-                                          lambda: build_helper(config, target_tokenizer, inputs))
-                energy.add(reading)
+                # a helper is part of initialising, as in adapt
+                with recipe.stage("init", f"[bold]helper {config.init.helper} (cached)"):
+                    recipe.helper = recipe.build_helper()
             rows = []
             for name, method in configured.items():
                 console.rule(f"[bold]{name}")
-                shared = (source_model, source_tokenizer, target_tokenizer, replacement, inputs, helper, held_out)
-                row = score_method(config, tracker, parent_id, lineage, name, method, shared, energy)
+                row = score_method(recipe, name, method)
                 rows.append(row)
                 console.print(f"  {name}: " + ", ".join(f"{k}={v:.3f}" for k, v in row.bits_per_byte.items())
                               + f" ({row.init_seconds} s)")
-            del source_model
-            log_energy(tracker, parent_id, energy)
+            recipe.source_model = None
+            log_energy(tracker, parent_id, recipe.energy)
 
-            result = LeaderboardResult(parent_id, tracker.experiment_id, tracker.tracking_uri, source_bpb,
+            result = LeaderboardResult(parent_id, tracker.experiment_id, tracker.tracking_uri, recipe.source_bpb,
                                        rank(rows), skipped, dict(language_streams(config)))
             log_leaderboard(tracker, parent_id, result)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(recipe.workdir, ignore_errors=True)
     return result
 
 
-def score_method(config: ExperimentConfig, tracker: Tracker, parent_id: str, lineage: dict[str, str], name: str,
-                 method: Any, shared: tuple, energy: EnergyLedger) -> LeaderboardRow:
-    """One method on its own child run: initialise, score the held-out text, log the scores and the energy of both
-    stages there (and add them to the parent's ``energy``). ``shared``: (source model, source tokenizer, target
-    tokenizer, replacement, inputs, helper, held-out documents)."""
-    source_model, source_tokenizer, target_tokenizer, replacement, inputs, helper, held_out = shared
-    method_energy = EnergyLedger(config.tracking.country_iso_code)
-    with tracker.run(f"{config.name}/leaderboard/{name}", parent_run_id=parent_id, tags=lineage) as child:
-        run_id = child.info.run_id
-        tracker.log_params(run_id, {"method": name, "mode": config.init.mode, "helper": config.init.helper,
-                                    **{f"option.{k}": v for k, v in method.options.items()}})
+def score_method(recipe: Recipe, name: str, method: ConfiguredInitializer) -> LeaderboardRow:
+    """One method on its own child run of the recipe's parent: initialise, score the held-out text in memory, log
+    the scores and the energy of both stages there (they are added to the recipe's ledger too)."""
+    config, tracker = recipe.config, recipe.tracker
+    with tracker.run(f"{config.name}/leaderboard/{name}", parent_run_id=recipe.parent_id,
+                     tags=recipe.lineage) as child:
+        run = recipe.method_run(method, child.info.run_id)
+        recipe.log_method_params(run.run_id, name, method.options)
         started = time.perf_counter()
-        with measure_stage(config, "init") as reading:
-            model, record = initialise_method(config, method, source_model, source_tokenizer, target_tokenizer,
-                                              replacement, inputs, helper)
+        with run.stage("init"):
+            model, record = recipe.initialise(method)
         seconds = round(time.perf_counter() - started, 2)
-        method_energy.add(reading)
-        with measure_stage(config, "evaluation") as reading:
-            bpb = held_out_bits_per_byte(model, target_tokenizer, held_out, config)
-        method_energy.add(reading)
+        with run.stage("evaluation"):
+            bpb = held_out_bits_per_byte(model, recipe.target_tokenizer, recipe.held_out, config)
         del model
-        tracker.log_metrics(run_id, {"init_seconds": seconds, **{f"bpb_{k}_zero_shot": v for k, v in bpb.items()}},
-                            step=0)
-        tracker.log_dict(run_id, record, "initialisation.json")
-        log_energy(tracker, run_id, method_energy)
-    for stage in method_energy.stages.values():
-        energy.add(stage)
-    row = LeaderboardRow(name, run_id, bpb, seconds)
-    if method_energy.stages:
-        totals = method_energy.metrics()
+        tracker.log_metrics(run.run_id, {"init_seconds": seconds,
+                                         **{f"bpb_{k}_zero_shot": v for k, v in bpb.items()}}, step=0)
+        tracker.log_dict(run.run_id, record, "initialisation.json")
+        log_energy(tracker, run.run_id, run.energy)
+    row = LeaderboardRow(name, run.run_id, bpb, seconds)
+    if run.energy.stages:
+        totals = run.energy.metrics()
         row.energy_kwh, row.kg_co2eq = totals["energy.total.kwh"], totals["emissions.total.kg_co2eq"]
     return row
 

@@ -1,20 +1,17 @@
 """The steps ``vocadapt adapt`` and ``vocadapt leaderboard`` share: measure a stage's energy, train (or take) the
-target tokenizer and replace or expand the source vocabulary with it, score held-out bits per byte, build the helper,
-initialise one method's rows. Each is a plain function of the config and the resolved inputs; the pipelines around
-them own the runs, the tracking and the output folder."""
+target tokenizer and replace or expand the source vocabulary with it, score held-out bits per byte, build the helper.
+Each is a plain function of the config and the resolved inputs; the pipelines around them own the runs, the tracking
+and the output folder (``pipelines/recipe.py`` holds what they share, and initialises one method's rows)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import measure_energy
 from vocadapt.platform.assets.sources import ResolvedInputs, read_documents
 
-if TYPE_CHECKING:
-    from vocadapt.components.initializers import ConfiguredInitializer
 
 def measure_stage(config: ExperimentConfig, stage: str):
     """Energy and CO2 of one stage on the configured grid; nothing is measured with ``tracking.energy`` off."""
@@ -168,33 +165,6 @@ def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInp
         config.init.helper, target_tokenizer=target_tokenizer, corpus_files=list(inputs.target_train),
         seed=config.seed,
     )
-
-
-def initialise_method(
-    config: ExperimentConfig, method: ConfiguredInitializer, source_model, source_tokenizer, target_tokenizer,
-    replacement, inputs: ResolvedInputs, helper=None,
-):
-    """A copy of ``source_model`` with its vocabulary replaced (or expanded) and new rows set by ``method`` (resolved
-    once, with its options, by :func:`resolve_methods`)."""
-    import copy
-
-    from vocadapt.components.surgery import adapt_embeddings
-
-    model = copy.deepcopy(source_model)
-    model = adapt_embeddings(
-        model,
-        source_tokenizer=source_tokenizer,
-        target_tokenizer=target_tokenizer,
-        target_to_source=replacement.target_to_source,
-        new_target_ids=replacement.new_token_ids,
-        method=method,
-        mode="replace" if config.init.mode == "trim" else config.init.mode,  # a trim replaces, copying every row
-        seed=config.seed,
-        helper=helper if method.needs_helper else None,
-        corpus_files=[str(p) for p in inputs.target_train],
-    )
-    return model, dict(model.config.vocadapt_init)
-
 
 
 def language_streams(config: ExperimentConfig) -> list[tuple[str, str]]:
