@@ -45,7 +45,7 @@ def main() -> None:
 
     from vocadapt.components.merging import MergeSettings, merge_model_folders
     from vocadapt.components.tokenizers.overlap import new_token_ids
-    from vocadapt.pipelines.side_by_side import items_for_config, score_model
+    from vocadapt.pipelines.side_by_side import SourceVocabulary, items_for_config, score_model
     from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
     from vocadapt.platform.config import load_config
     from vocadapt.platform.model_loading import load_model
@@ -80,8 +80,8 @@ def main() -> None:
             continue
         scores = {f"bpb_{stream}": value for stream, value in held_out_bits_per_byte(model, tokenizer, held_out,
                                                                                      config).items()}
-        scores |= score_model(model, tokenizer, items, source_tokenizer=source_tokenizer,
-                              new_token_ids=None if arm == "source" else new_token_ids(source_tokenizer, tokenizer))
+        scores |= score_model(model, tokenizer, items, source=SourceVocabulary(
+            source_tokenizer, None if arm == "source" else new_token_ids(source_tokenizer, tokenizer)))
         scores["chat"] = chat_reply(model, tokenizer, max_new_tokens=48)
         scores["merge_seconds"] = merge_seconds
         scores["seconds"] = time.perf_counter() - started

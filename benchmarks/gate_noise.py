@@ -33,7 +33,7 @@ def main() -> None:
     import torch
 
     from vocadapt.components.evaluation.bootstrap import ItemParts, bootstrap_interval, paired_bootstrap
-    from vocadapt.pipelines.side_by_side import build_items, score_model
+    from vocadapt.pipelines.side_by_side import ItemSettings, SourceVocabulary, build_items, score_model
     from vocadapt.platform.assets.embedded import load_assets
     from vocadapt.platform.model_loading import load_model
     from vocadapt.platform.assets.out_of_domain import out_of_domain_documents
@@ -49,13 +49,14 @@ def main() -> None:
     documents = max(args.documents)
     items = build_items(
         language="it", source_language="en", documents=read_documents((assets.corpus("it", "validation"),)),
-        parallel_test=assets.parallel("it", "test"), parallel_shots=assets.parallel("it", "validation"),
-        items=max(args.items), seed=0, max_length=args.max_length,
+        settings=ItemSettings(items=max(args.items), seed=0, max_length=args.max_length),
+        parallel=(assets.parallel("it", "test"), assets.parallel("it", "validation")),
         out_of_domain={"target": out_of_domain_documents("it", limit=documents),
                        "source": out_of_domain_documents("en", limit=documents)})
     parts: dict[str, ItemParts] = {}
     started = time.perf_counter()
-    score_model(model, tokenizer, items, source_tokenizer=tokenizer, prefix="source_model.", item_parts=parts)
+    score_model(model, tokenizer, items, source=SourceVocabulary(tokenizer), prefix="source_model.",
+                item_parts=parts)
     print(f"source model scored in {time.perf_counter() - started:.0f} s", flush=True)
     if args.candidate_bpb_only:
         import math
@@ -68,7 +69,7 @@ def main() -> None:
             parts[f"bpb_ood_{stream}"] = ratio_parts([s.nats / math.log(2) for s in scored],
                                                      [s.bytes for s in scored], tuple(map(item_id, texts)))
     else:
-        score_model(neighbour, tokenizer, items, source_tokenizer=tokenizer, item_parts=parts)
+        score_model(neighbour, tokenizer, items, source=SourceVocabulary(tokenizer), item_parts=parts)
     seconds = time.perf_counter() - started
     rows = []
     names = {k.removeprefix("source_model.") for k in parts}

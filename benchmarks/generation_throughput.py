@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from vocadapt.platform.evaluation.harness import offline_environment
     from vocadapt.platform.evaluation.offline_tasks import HeldOutData, build_offline_tasks
-    from vocadapt.pipelines.evaluate_steps import generation_step, load_model
+    from vocadapt.pipelines.evaluate_steps import Contender, generation_step, load_model
     from vocadapt.platform.evaluation.suites import load_suite
 
     offline_environment()
@@ -44,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="vocadapt-throughput-") as scratch:
         work = Path(scratch)
         tasks = build_offline_tasks(suite, HeldOutData.from_embedded(["it", "en"]), work / "tasks")
-        model, tokenizer = load_model(Path(args.model))
-        source = load_model(Path(args.source))
-        metrics = generation_step(suite, tasks, Path(args.model), model, tokenizer, args.source, source, work, console)
+        contenders = {"": Contender(Path(args.model), *load_model(Path(args.model))),
+                      "source_model.": Contender(Path(args.source), *load_model(Path(args.source)))}
+        metrics = generation_step(suite, tasks, contenders, work, console)
     table = Table(title=f"Generation side by side ({args.backend}, {args.examples} prompts per direction)")
     for column in ("task", "model", "tokens/s", "chars/s", "examples/s", "%Gen", "chrF", "speed-up (chars/s)"):
         table.add_column(column, justify="right" if column not in ("task", "model") else "left")

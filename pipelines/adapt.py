@@ -376,13 +376,14 @@ def _score_source_side_by_side(recipe: Recipe, item_parts: dict[str, Any]) -> di
     """The source model's scores on the side-by-side benchmark (``source_model.*`` on the parent run, where the
     promotion gates read them, their per-item parts added to ``item_parts``); {} when
     ``evaluation.side_by_side_items`` is 0."""
-    from vocadapt.pipelines.side_by_side import score_model
+    from vocadapt.pipelines.side_by_side import SourceVocabulary, score_model
 
     if recipe.side_by_side is None:
         return {}
     with recipe.stage("evaluation"):
         scores = score_model(recipe.source_model, recipe.source_tokenizer, recipe.side_by_side,
-                             source_tokenizer=recipe.source_tokenizer, prefix="source_model.", item_parts=item_parts)
+                             source=SourceVocabulary(recipe.source_tokenizer), prefix="source_model.",
+                             item_parts=item_parts)
     recipe.tracker.log_metrics(recipe.parent_id, scores)
     recipe.console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
                                                         for k, v in scores.items()), highlight=False)
@@ -393,10 +394,10 @@ def _score_side_by_side(model, tokenizer, source_tokenizer, items, item_parts=No
     """A method's final model on the side-by-side benchmark (per-item parts into ``item_parts``); %Gen counts the
     tokens the source vocabulary lacks."""
     from vocadapt.components.tokenizers.overlap import new_token_ids
-    from vocadapt.pipelines.side_by_side import score_model
+    from vocadapt.pipelines.side_by_side import SourceVocabulary, score_model
 
-    return score_model(model, tokenizer, items, new_token_ids=new_token_ids(source_tokenizer, tokenizer),
-                       source_tokenizer=source_tokenizer, item_parts=item_parts)
+    source = SourceVocabulary(source_tokenizer, new_token_ids(source_tokenizer, tokenizer))
+    return score_model(model, tokenizer, items, source=source, item_parts=item_parts)
 
 
 def _equal_content_speed_up(config, adapted, source, documents: list[str]) -> dict[str, float]:

@@ -114,7 +114,8 @@ def run_evaluate(request: EvaluationRequest, console: Console | None = None) -> 
             tracker.log_params(run_id, {"suite": suite.name, "model": request.model, **_flat_suite(suite)})
             with measure_energy("evaluation", country_iso_code=request.country_iso_code,
                                 enabled=request.energy) as reading:
-                metrics = _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console)
+                plan = EvaluationPlan(suite, request, resolved, tasks)
+                metrics = _evaluate_all(plan, tracker, run_id, work_dir, console)
             energy = EnergyLedger(request.country_iso_code)
             energy.add(reading)
             log_energy(tracker, run_id, energy)
@@ -200,8 +201,19 @@ def _build_tasks(suite: SuiteConfig, request: EvaluationRequest, work_dir: Path,
     return build_offline_tasks(suite, held_out, work_dir / "tasks")
 
 
-def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, console) -> dict[str, float]:
+@dataclass
+class EvaluationPlan:
+    """What one evaluation scores: the suite, the request, the model it resolved to and the suite's built tasks."""
+
+    suite: SuiteConfig
+    request: EvaluationRequest
+    resolved: ResolvedModel
+    tasks: Any
+
+
+def _evaluate_all(plan: EvaluationPlan, tracker, run_id: str, work_dir: Path, console: Console) -> dict[str, float]:
     from vocadapt.pipelines.evaluate_steps import (
+        Contender,
         bits_per_byte_step,
         generation_step,
         harness_step,
@@ -211,25 +223,26 @@ def _evaluate_all(suite, request, resolved, tasks, tracker, run_id, work_dir, co
         similarity_step,
     )
 
+    suite, request, resolved, tasks = plan.suite, plan.request, plan.resolved, plan.tasks
     metrics: dict[str, float] = {}
     model, tokenizer = load_model(resolved.path)
-    source = load_model(Path(request.compare_to)) if request.compare_to else None
-    contenders = [("", resolved.path, model, tokenizer)]
-    if source:
-        contenders.append(("source_model.", Path(request.compare_to), *source))
+    contenders = {"": Contender(resolved.path, model, tokenizer)}
+    if request.compare_to:
+        contenders["source_model."] = Contender(Path(request.compare_to), *load_model(Path(request.compare_to)))
     # with vLLM, one server per model for its benchmarks and the generation step, stopped before similarity
-    with model_servers(suite, {prefix: folder for prefix, folder, *_ in contenders}, work_dir) as servers:
-        for prefix, folder, candidate, candidate_tokenizer in contenders:
+    with model_servers(suite, {prefix: contender.folder for prefix, contender in contenders.items()},
+                       work_dir) as servers:
+        for prefix, contender in contenders.items():
             console.rule(f"[bold]benchmarks {prefix or 'model'}")
-            step = parameter_counts(candidate)
-            step |= harness_step(suite, candidate, candidate_tokenizer, tasks, served=servers.get(prefix))
-            step |= bits_per_byte_step(suite, candidate, candidate_tokenizer, request.held_out, tasks)
+            step = parameter_counts(contender.model)
+            step |= harness_step(suite, Contender(None, contender.model, contender.tokenizer), tasks,
+                                 served=servers.get(prefix))
+            step |= bits_per_byte_step(suite, contender.model, contender.tokenizer, request.held_out, tasks)
             metrics |= {f"{prefix}{key}": value for key, value in step.items()}
             tracker.log_metrics(run_id, {f"{prefix}{key}": value for key, value in step.items()})
         if tasks is not None and tasks.translation_tasks:
             console.rule(f"[bold]generation ({suite.generation.backend})")
-            step = generation_step(suite, tasks, resolved.path, model, tokenizer, request.compare_to, source,
-                                   work_dir, console, servers=servers)
+            step = generation_step(suite, tasks, contenders, work_dir, console, servers=servers)
             metrics |= step
             tracker.log_metrics(run_id, step)
     peers = {"helper": request.helper, **{Path(p).name: p for p in request.similar_to}}

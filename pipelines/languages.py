@@ -168,6 +168,19 @@ def english_lexicon(named: str | None) -> EnglishLexicon:
     return EnglishLexicon(tuple(path.read_text(encoding="utf-8").split()), path.name)
 
 
+@dataclass
+class MatrixContext:
+    """What every language of a matrix is measured against and with: the source model and its tokenizer, the
+    settings, the working folder (one sub-folder per language), the console and the English word list."""
+
+    source_model: Any
+    source_tokenizer: Any
+    settings: MatrixSettings
+    workdir: Path
+    console: Console
+    lexicon: EnglishLexicon = field(default_factory=EnglishLexicon)
+
+
 def run_language_matrix(
     corpora: list[LanguageCorpus],
     source_model_dir: Path,
@@ -195,6 +208,7 @@ def run_language_matrix(
     source_model = load_source_model(ExperimentConfig(target={"language": "en"}), str(source_model_dir))  # float32, no remote code
     rows: list[dict[str, Any]] = []
     workdir = Path(tempfile.mkdtemp(prefix="vocadapt-languages-"))
+    context = MatrixContext(source_model, source_tokenizer, settings, workdir, console, lexicon)
     try:
         with tracker.run("languages", tags={"vocadapt.matrix": "languages"}) as parent:
             parent_id = parent.info.run_id
@@ -203,7 +217,7 @@ def run_language_matrix(
             log_expectations(tracker, parent_id, expectations)
             for corpus in corpora:
                 console.rule(f"[bold]{corpus.language}")
-                row = measure_language(corpus, source_model, source_tokenizer, settings, workdir, console, lexicon)
+                row = measure_language(corpus, context)
                 _track_language(tracker, parent_id, row)
                 rows.append(row)
                 shutil.rmtree(workdir / corpus.language, ignore_errors=True)
@@ -217,33 +231,33 @@ def run_language_matrix(
     return MatrixResult(rows, markdown, output_dir, parent_id, tracker.tracking_uri)
 
 
-def measure_language(corpus: LanguageCorpus, source_model, source_tokenizer, settings: MatrixSettings,
-                     workdir: Path, console: Console, lexicon: EnglishLexicon = EnglishLexicon()) -> dict[str, Any]:
-    """Every cell of one language's row (JSON-ready); ``lexicon``: English words the expansion protects too."""
+def measure_language(corpus: LanguageCorpus, context: MatrixContext) -> dict[str, Any]:
+    """Every cell of one language's row (JSON-ready); ``context.lexicon``: English words the expansion protects
+    too."""
     from vocadapt.components.tokenizers.language_settings import describe_settings, tokenizer_settings_for
     from vocadapt.components.tokenizers.segmentation import segmentation_for
 
+    settings, console, lexicon = context.settings, context.console, context.lexicon
+    source_model, source_tokenizer = context.source_model, context.source_tokenizer
     language = corpus.language
     pairs = corpus.pairs[: settings.fertility_documents]
     documents, english = [target for target, _ in pairs], [reference for _, reference in pairs]
     segmentation = segmentation_for(language, documents)
     tokenizer_settings = tokenizer_settings_for(language)
     console.print(f"  tokenizer: {describe_settings(language, tokenizer_settings)}; words: {segmentation.rule}")
-    replacement, expansion = _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings,
-                                                workdir / language, lexicon)
+    replacement, expansion = _target_tokenizers(corpus, context, tokenizer_settings, english)
     protection = {"english_lines": len(english[: settings.protect_lines]), "word_list": lexicon.name,
                   "word_list_words": len(lexicon.words), "note": lexicon.note}
     word_list = f" and the word list {lexicon.name} ({len(lexicon.words):,} words)" if lexicon.name else " alone"
     console.print(f"  expanded by {len(expansion.new_token_ids):,} tokens, protecting {protection['english_lines']} "
                   f"English lines{word_list}; skipped: {expansion.skipped or 'none'}", highlight=False)  # fmt: skip
-    fertility = _fertility(source_tokenizer, replacement, expansion, documents, english, language, segmentation)
+    fertility = _fertility(source_tokenizer, replacement, expansion, pairs, segmentation)
     for label, report in fertility.items():
         console.print(f"  {label}: {report['tokens_per_character']:.3f} tokens/char, parity {report['parity']:.2f}")
     bpb, fvt_model = _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, documents, settings,
                                               corpus)
     console.print("  bits per byte: " + ", ".join(f"{k} {v:.3f}" for k, v in bpb.items()))
-    generation = _generation_speed_up(source_model, source_tokenizer, fvt_model, replacement.tokenizer, documents,
-                                      fertility, settings)
+    generation = _generation_speed_up(context, (fvt_model, replacement.tokenizer), documents, fertility)
     del fvt_model
     console.print(f"  speed-up (fvt over source): {generation['speed_up.characters_per_second']:.2f}x chars/s "
                   f"measured, {generation['speed_up.equal_content']:.2f}x at equal content")
@@ -292,14 +306,15 @@ def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> d
     return results
 
 
-def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, settings, workdir: Path,
-                       lexicon: EnglishLexicon = EnglishLexicon()):
+def _target_tokenizers(corpus: LanguageCorpus, context: MatrixContext, tokenizer_settings, english: list[str]):
     """The replaced vocabulary and SmolLM2's vocabulary expanded with the trained tokenizer's top-k tokens, keeping
-    the tokenization of the English lines and of the lexicon's words."""
+    the tokenization of the English lines and of the lexicon's words (trained under ``<workdir>/<language>``)."""
     from vocadapt.components.tokenizers.expand import expand_with_top_k, protected_source_text
     from vocadapt.components.tokenizers.replace import replace_vocabulary
     from vocadapt.components.tokenizers.train import iter_corpus_lines, train_tokenizer
 
+    source_tokenizer, settings, lexicon = context.source_tokenizer, context.settings, context.lexicon
+    workdir = context.workdir / corpus.language
     trained = train_tokenizer(
         list(corpus.train_files), vocab_size=settings.vocab_size, out_dir=workdir / "tokenizer",
         max_lines=settings.tokenizer_training_lines, seed=settings.seed, like=source_tokenizer,
@@ -315,9 +330,12 @@ def _target_tokenizers(corpus, source_tokenizer, tokenizer_settings, english, se
     return replacement, expansion
 
 
-def _fertility(source_tokenizer, replacement, expansion, documents, english, language, segmentation):
-    """Reports of the source, replaced and expanded tokenizers; parity against English under the source's."""
+def _fertility(source_tokenizer, replacement, expansion, pairs: list[tuple[str, str]], segmentation):
+    """Reports of the source, replaced and expanded tokenizers on the held-out ``pairs`` (target paragraph,
+    English paragraph); parity against English under the source's. ``segmentation`` names the language."""
     from vocadapt.components.tokenizers.language_fertility import language_fertility_report
+
+    documents, english = [target for target, _ in pairs], [reference for _, reference in pairs]
 
     contenders = {
         "source": (source_tokenizer, None),
@@ -326,7 +344,7 @@ def _fertility(source_tokenizer, replacement, expansion, documents, english, lan
     }
     return {
         label: language_fertility_report(
-            tokenizer, documents, language=language, reference_documents=english,
+            tokenizer, documents, language=segmentation.language, reference_documents=english,
             reference_tokenizer=source_tokenizer, new_token_ids=new_ids, segmentation=segmentation, name=label,
         ).as_dict()
         for label, (tokenizer, new_ids) in contenders.items()
@@ -359,12 +377,15 @@ def _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, docume
     return scores, fvt_model
 
 
-def _generation_speed_up(source_model, source_tokenizer, model, tokenizer, documents, fertility, settings):
-    """Greedy generation on target-language prompts (the first half of held-out paragraphs), both models."""
+def _generation_speed_up(context: MatrixContext, adapted, documents: list[str], fertility) -> dict[str, float]:
+    """Greedy generation on target-language prompts (the first half of held-out paragraphs), both models: the
+    source model and ``adapted`` (model, tokenizer)."""
     from vocadapt.components.evaluation.decode_timing import compare_on_documents
     from vocadapt.components.evaluation.efficiency import generation_efficiency, speed_up
     from vocadapt.platform.evaluation.generation import TransformersBackend
 
+    settings, (source_model, source_tokenizer), (model, tokenizer) = (
+        context.settings, (context.source_model, context.source_tokenizer), adapted)
     prompts = [document[: max(len(document) // 2, 1)] for document in documents[: settings.generation_prompts]]
     reports = {}
     for label, candidate, candidate_tokenizer in (("source", source_model, source_tokenizer),

@@ -36,6 +36,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vocadapt.components.evaluation.cloze import ClozeItem, build_cloze_items
 from vocadapt.components.evaluation.prompts import first_line, translation_prompt
@@ -65,16 +66,40 @@ def generation_key(measure: str, scope: str = "") -> str:
     return f"generation.{scope}.{measure}" if scope else f"generation.{measure}"
 
 
-def build_items(*, language: str, source_language: str, documents: list[str], parallel_test: Path | None,
-                parallel_shots: Path | None, items: int, seed: int, out_of_domain: dict[str, list[str]] | None = None,
-                max_new_tokens: int = 48, max_length: int = 128, batch_size: int = 8) -> SideBySideItems:
+@dataclass(frozen=True)
+class ItemSettings:
+    """How many items of each task are drawn (with ``seed``: same data and seed, same items) and the sizes they
+    are scored with."""
+
+    items: int
+    seed: int
+    max_new_tokens: int = 48
+    max_length: int = 128
+    batch_size: int = 8
+
+
+@dataclass(frozen=True)
+class SourceVocabulary:
+    """What a model's generated tokens are compared with: the source ``tokenizer`` (for
+    ``generation.same_text_token_saving``) and the ``new_token_ids`` it lacks (for %Gen); either may be None."""
+
+    tokenizer: Any = None
+    new_token_ids: Any = None
+
+
+def build_items(*, language: str, source_language: str, documents: list[str], settings: ItemSettings,
+                parallel: tuple[Path, Path] | None = None,
+                out_of_domain: dict[str, list[str]] | None = None) -> SideBySideItems:
     """Cloze items from ``documents`` (held-out target text) and one-shot translation prompts from the parallel
-    files (JSON lines with both language codes; none: no translation task)."""
+    files, (test pairs, pairs for the shot) (JSON lines with both language codes; none: no translation task)."""
+    items, seed = settings.items, settings.seed
     cloze = build_cloze_items(documents, n_items=items, n_choices=4, min_words=8, seed=seed,
                               key_prefix=f"{language}-held-out")
     translation = []
-    if parallel_test is not None and parallel_shots is not None:
+    if parallel is not None:
         from vocadapt.components.input_files import read_jsonl
+
+        parallel_test, parallel_shots = parallel
 
         pairs = [row for row in read_jsonl(parallel_test, "held-out parallel text")
                  if row.get(language, "").strip() and row.get(source_language)]
@@ -84,14 +109,14 @@ def build_items(*, language: str, source_language: str, documents: list[str], pa
         shot = rng.sample(shots, 1)
         translation = [{"prompt": translation_prompt(pairs[i][source_language], source_language, language, shot),
                         "reference": pairs[i][language]} for i in chosen]
-    return SideBySideItems(language, source_language, cloze, translation, dict(out_of_domain or {}), max_new_tokens,
-                           max_length, batch_size)
+    return SideBySideItems(language, source_language, cloze, translation, dict(out_of_domain or {}),
+                           settings.max_new_tokens, settings.max_length, settings.batch_size)
 
 
-def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None, source_tokenizer=None,
+def score_model(model, tokenizer, items: SideBySideItems, *, source: SourceVocabulary = SourceVocabulary(),
                 prefix: str = "", item_parts: dict | None = None) -> dict[str, float]:
     """Every measure of the module doc for one model, named with ``prefix`` (``source_model.`` for the source);
-    ``generation.same_text_token_saving`` needs ``source_tokenizer``. ``item_parts``, when given, receives each
+    ``generation.same_text_token_saving`` needs ``source.tokenizer``, %Gen ``source.new_token_ids``. ``item_parts``, when given, receives each
     gated measure's per-item parts under the same name (``components/evaluation/bootstrap.py``'s ``ItemParts``:
     bits and bytes per out-of-domain document, 0/1 per cloze item, chrF statistics, tokens and characters per
     generation), from which the promotion gates bootstrap their intervals. Each of ``items.further`` (a further
@@ -121,7 +146,7 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
     else:  # no parallel text: the model continues the cloze contexts, target-language text too
         prompts = [item.context for item in items.cloze]
         record = backend.generate(prompts, max_new_tokens=items.max_new_tokens)
-    report = generation_efficiency(record, new_token_ids)
+    report = generation_efficiency(record, source.new_token_ids)
     prompt_ids = tuple(map(item_id, prompts))
     generation = lambda measure: generation_key(measure, items.generation_scope)  # noqa: E731
     parts[generation("tokens_per_character")] = ratio_parts([len(ids) for ids in record.token_ids],
@@ -129,8 +154,8 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
     metrics = {}
     if "percent_generated_new" in report:
         metrics[generation("percent_generated_new")] = report["percent_generated_new"]
-    if source_tokenizer is not None:
-        needed = [len(source_tokenizer(text, add_special_tokens=False)["input_ids"]) for text in record.texts]
+    if source.tokenizer is not None:
+        needed = [len(source.tokenizer(text, add_special_tokens=False)["input_ids"]) for text in record.texts]
         if sum(needed):
             parts[generation("same_text_token_saving")] = ratio_parts(
                 [len(ids) for ids in record.token_ids], needed, prompt_ids, kind="saving")
@@ -146,8 +171,7 @@ def score_model(model, tokenizer, items: SideBySideItems, *, new_token_ids=None,
         item_parts.update({f"{prefix}{key}": value for key, value in parts.items()})
     scores = {f"{prefix}{key}": value for key, value in metrics.items()}
     for language_items in items.further:
-        scores |= score_model(model, tokenizer, language_items, new_token_ids=new_token_ids,
-                              source_tokenizer=source_tokenizer, prefix=prefix, item_parts=item_parts)
+        scores |= score_model(model, tokenizer, language_items, source=source, prefix=prefix, item_parts=item_parts)
     return scores
 
 
@@ -173,15 +197,15 @@ def items_for_config(config, inputs) -> SideBySideItems | None:
 
         assets = load_assets(languages=tuple(validation))
 
+    settings = ItemSettings(evaluation.side_by_side_items, config.seed, evaluation.max_new_tokens,
+                            evaluation.max_length, evaluation.batch_size)
+
     def language_items(language: str, scope: str, out_of_domain: dict[str, list[str]]) -> SideBySideItems:
-        parallel_test = parallel_shots = None
+        parallel = None
         if assets is not None:
-            parallel_test, parallel_shots = assets.parallel(language, "test"), assets.parallel(language, "validation")
+            parallel = assets.parallel(language, "test"), assets.parallel(language, "validation")
         built = build_items(language=language, source_language=english, documents=read_documents(validation[language]),
-                            parallel_test=parallel_test, parallel_shots=parallel_shots,
-                            items=evaluation.side_by_side_items, seed=config.seed, out_of_domain=out_of_domain,
-                            max_new_tokens=evaluation.max_new_tokens, max_length=evaluation.max_length,
-                            batch_size=evaluation.batch_size)
+                            settings=settings, parallel=parallel, out_of_domain=out_of_domain)
         built.generation_scope = scope
         return built
 

@@ -7,6 +7,7 @@ the copied embedding and head rows (``components/surgery/trim.py``), written who
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +31,31 @@ def trim_corpora(languages: Sequence[str], corpus_files: Sequence[Path]) -> tupl
     return tuple(found) + tuple(Path(path) for path in corpus_files)
 
 
+@dataclass(frozen=True)
+class KeepRule:
+    """Which tokens a trim keeps: those seen at least ``min_count`` times, or the ``size`` most frequent; neither
+    given, the trim's default threshold."""
+
+    min_count: int | None = None
+    size: int | None = None
+
+    def check(self) -> None:
+        if self.min_count is not None and self.size is not None:
+            raise UserError("give a frequency threshold (--min-count) or a target size (--size), not both")
+        for value, flag in ((self.min_count, "--min-count"), (self.size, "--size")):
+            if value is not None and value < 1:
+                raise UserError(f"{flag} must be at least 1, got {value}")
+
+
 def run_trim(model: str, out: Path, *, languages: Sequence[str] = (), corpus_files: Sequence[Path] = (),
-             min_count: int | None = None, size: int | None = None, overwrite: bool = False) -> dict[str, Any]:
-    """Trim ``model`` (a folder, a hub id in the cache, or the embedded default's name) into ``out``; returns the
-    record written there (``vocadapt_init.json``)."""
+             keep: KeepRule = KeepRule(), overwrite: bool = False) -> dict[str, Any]:
+    """Trim ``model`` (a folder, a hub id in the cache, or the embedded default's name) into ``out``, keeping the
+    tokens ``keep`` chooses in the languages' text; returns the record written there (``vocadapt_init.json``)."""
     from vocadapt.components.surgery.trim import trim_checkpoint
     from vocadapt.platform.config import EMBEDDED_MODEL
     from vocadapt.platform.model_loading import check_model_folder, resolve_model_folder
 
-    if min_count is not None and size is not None:
-        raise UserError("give a frequency threshold (--min-count) or a target size (--size), not both")
-    for value, flag in ((min_count, "--min-count"), (size, "--size")):
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be at least 1, got {value}")
+    keep.check()
     if out.exists() and not overwrite:
         raise UserError(f"--out {out} already exists; choose another --out or pass --overwrite")
     if model == EMBEDDED_MODEL:
@@ -57,5 +70,6 @@ def run_trim(model: str, out: Path, *, languages: Sequence[str] = (), corpus_fil
     if Path(out).resolve() == folder.resolve():
         raise UserError(f"--out {out} is the model folder itself; give another folder")
     corpora = trim_corpora(languages, corpus_files)
-    return trim_checkpoint(folder, read_documents(corpora), out, min_count=min_count, size=size, overwrite=overwrite,
+    return trim_checkpoint(folder, read_documents(corpora), out, min_count=keep.min_count, size=keep.size,
+                           overwrite=overwrite,
                            record_extra={"corpora": [str(path) for path in corpora], "languages": list(languages)})

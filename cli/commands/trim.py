@@ -33,11 +33,11 @@ def register(app: typer.Typer) -> None:
         import os
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from vocadapt.pipelines.trim import run_trim
+        from vocadapt.pipelines.trim import KeepRule, run_trim
 
         with user_errors(ValueError, FileNotFoundError):
-            record = run_trim(model, out, languages=language, corpus_files=corpus, min_count=min_count, size=size,
-                              overwrite=overwrite)
+            record = run_trim(model, out, languages=language, corpus_files=corpus,
+                              keep=KeepRule(min_count=min_count, size=size), overwrite=overwrite)
         if as_json:
             typer.echo(json.dumps(record, indent=2, sort_keys=True))
             return

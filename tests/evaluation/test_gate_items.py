@@ -34,7 +34,7 @@ def test_per_document_bits_sum_to_the_corpus_bits_per_byte(tiny, fixture_corpora
 
 
 def test_score_model_item_parts_give_its_metrics(tiny, fixture_corpora, tmp_path):
-    from vocadapt.pipelines.side_by_side import build_items, score_model
+    from vocadapt.pipelines.side_by_side import ItemSettings, SourceVocabulary, build_items, score_model
 
     model, tokenizer = tiny
     pairs = [json.loads(line) for line in Path(fixture_corpora["it-en.validation"]).read_text().splitlines()]
@@ -42,10 +42,11 @@ def test_score_model_item_parts_give_its_metrics(tiny, fixture_corpora, tmp_path
     (tmp_path / "shots.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs[20:30]))
     documents = fixture_corpora["it.validation"].read_text().splitlines()
     items = build_items(language="it", source_language="en", documents=documents,
-                        parallel_test=tmp_path / "test.jsonl", parallel_shots=tmp_path / "shots.jsonl", items=4,
-                        seed=0, out_of_domain={"target": documents[:3], "source": documents[3:5]}, max_new_tokens=6)
+                        settings=ItemSettings(items=4, seed=0, max_new_tokens=6),
+                        parallel=(tmp_path / "test.jsonl", tmp_path / "shots.jsonl"),
+                        out_of_domain={"target": documents[:3], "source": documents[3:5]})
     parts = {}
-    metrics = score_model(model, tokenizer, items, source_tokenizer=tokenizer, prefix="source_model.",
+    metrics = score_model(model, tokenizer, items, source=SourceVocabulary(tokenizer), prefix="source_model.",
                           item_parts=parts)
     assert set(parts) == set(metrics) - {"source_model.generation.percent_generated_new"}
     for key, value in parts.items():

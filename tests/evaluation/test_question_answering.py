@@ -74,7 +74,7 @@ def test_cluster_suite_runs_squad_it_two_shot_and_the_rest_zero_shot():
 
 def test_harness_step_runs_each_shot_count_once(monkeypatch):
     from vocadapt.platform.evaluation import harness
-    from vocadapt.pipelines.evaluate_steps import harness_step
+    from vocadapt.pipelines.evaluate_steps import Contender, harness_step
 
     calls = []
 
@@ -85,7 +85,7 @@ def test_harness_step_runs_each_shot_count_once(monkeypatch):
     monkeypatch.setattr(harness, "run_harness", fake_run_harness)
     suite = load_suite("cluster-it", {"tasks": ["arc_it", "vocadapt_squad_it", "xcopa_it"],
                                       "task_fewshot": {"vocadapt_squad_it": 2}})
-    scores = harness_step(suite, model=None, tokenizer=None, tasks=None)
+    scores = harness_step(suite, Contender(None, None, None), tasks=None)
     assert sorted(calls) == [(("arc_it", "xcopa_it"), 0), (("vocadapt_squad_it",), 2)]
     assert scores == {"benchmark.arc_it.score": 0.0, "benchmark.xcopa_it.score": 0.0,
                       "benchmark.vocadapt_squad_it.score": 2.0}

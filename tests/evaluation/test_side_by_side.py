@@ -95,27 +95,28 @@ def test_fortune_files_become_one_paragraph_per_cookie(tmp_path):
 
 
 def test_score_model_names_what_the_gates_read(tiny, fixture_corpora, tmp_path):
-    from vocadapt.pipelines.side_by_side import build_items, score_model
+    from vocadapt.pipelines.side_by_side import ItemSettings, SourceVocabulary, build_items, score_model
 
     model, tokenizer = tiny
     pairs = [json.loads(line) for line in Path(fixture_corpora["it-en.validation"]).read_text().splitlines()]
     (tmp_path / "test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs[:20]))
     (tmp_path / "shots.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs[20:30]))
     documents = fixture_corpora["it.validation"].read_text().splitlines()
-    items = build_items(language="it", source_language="en", documents=documents,
-                        parallel_test=tmp_path / "test.jsonl", parallel_shots=tmp_path / "shots.jsonl", items=4,
-                        seed=0, out_of_domain={"target": documents[:3]}, max_new_tokens=6)
-    again = build_items(language="it", source_language="en", documents=documents,
-                        parallel_test=tmp_path / "test.jsonl", parallel_shots=tmp_path / "shots.jsonl", items=4,
-                        seed=0, max_new_tokens=6)
+    settings, parallel = ItemSettings(items=4, seed=0, max_new_tokens=6), (tmp_path / "test.jsonl",
+                                                                          tmp_path / "shots.jsonl")
+    items = build_items(language="it", source_language="en", documents=documents, settings=settings,
+                        parallel=parallel, out_of_domain={"target": documents[:3]})
+    again = build_items(language="it", source_language="en", documents=documents, settings=settings,
+                        parallel=parallel)
     assert items.cloze == again.cloze and items.translation == again.translation  # same data and seed, same items
     assert all(item["prompt"].startswith("Traduci dall'Inglese all'Italiano") for item in items.translation)
-    metrics = score_model(model, tokenizer, items, new_token_ids={5, 6}, prefix="source_model.")
+    metrics = score_model(model, tokenizer, items, source=SourceVocabulary(new_token_ids={5, 6}),
+                          prefix="source_model.")
     assert set(metrics) == {"source_model.benchmark.side_by_side_cloze_it.acc_bytes",
                             "source_model.benchmark.side_by_side_translation_en_it.chrf",
                             "source_model.generation.tokens_per_character",
                             "source_model.generation.percent_generated_new", "source_model.bpb_ood_target"}
-    with_source = score_model(model, tokenizer, items, source_tokenizer=tokenizer)
+    with_source = score_model(model, tokenizer, items, source=SourceVocabulary(tokenizer))
     # the model's own tokenizer as the source: greedy text is re-tokenized about as it was generated
     assert abs(with_source["generation.same_text_token_saving"]) < 0.5
 

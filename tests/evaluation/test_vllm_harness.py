@@ -45,7 +45,7 @@ def test_generative_tasks_go_to_the_vllm_server_and_the_rest_stay_in_memory(vllm
                                                                           monkeypatch):
     from vocadapt.platform.evaluation import harness
     from vocadapt.platform.evaluation.offline_tasks import TaskFolder
-    from vocadapt.pipelines.evaluate_steps import harness_step, load_model
+    from vocadapt.pipelines.evaluate_steps import Contender, harness_step, load_model
     from vocadapt.platform.evaluation.suites import load_suite
 
     tasks_dir = tmp_path / "tasks"
@@ -81,7 +81,7 @@ def test_generative_tasks_go_to_the_vllm_server_and_the_rest_stay_in_memory(vllm
     suite = load_suite("offline-vllm", {"harness.batch_size": "2", "harness.max_length": "256"})
     model, tokenizer = load_model(vllm_sized_model)
     folder = TaskFolder(tasks_dir, cloze_tasks=["vocadapt_tiny_choice"], translation_tasks=["vocadapt_tiny_generate"])
-    scores = harness_step(suite, model, tokenizer, folder, model_dir=vllm_sized_model, work_dir=tmp_path)
+    scores = harness_step(suite, Contender(vllm_sized_model, model, tokenizer), folder, work_dir=tmp_path)
 
     assert 0 <= scores["benchmark.vocadapt_tiny_generate.chrf"] <= 100
     assert 0 <= scores["benchmark.vocadapt_tiny_choice.acc"] <= 1

@@ -4,12 +4,14 @@ adapt` does, an English word list in every casing."""
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 
 from tests.pipelines.tiny_world import build_source_model
 from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
 from vocadapt.pipelines.languages import (
     EnglishLexicon,
     LanguageCorpus,
+    MatrixContext,
     MatrixSettings,
     _target_tokenizers,
     english_lexicon,
@@ -36,8 +38,8 @@ def _expand(source_tokenizer, fixture_corpora, folder, lexicon: EnglishLexicon):
     settings = MatrixSettings(vocab_size=1000, tokenizer_training_lines=None, expansion_k=200,
                               expansion_ranking_lines=300, protect_lines=20)  # fmt: skip
     english = [reference for _, reference in corpus.pairs]
-    _, expansion = _target_tokenizers(corpus, source_tokenizer, tokenizer_settings_for("it"), english, settings,
-                                      folder, lexicon)  # fmt: skip
+    context = MatrixContext(None, source_tokenizer, settings, folder, Console(quiet=True), lexicon)
+    _, expansion = _target_tokenizers(corpus, context, tokenizer_settings_for("it"), english)
     return expansion
 
 

@@ -141,21 +141,20 @@ def test_each_language_is_scored_on_its_own_prompts_and_out_of_domain_text(tmp_p
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from tests.pipelines.tiny_world import build_source_model
-    from vocadapt.pipelines.side_by_side import build_items, score_model
+    from vocadapt.pipelines.side_by_side import ItemSettings, SourceVocabulary, build_items, score_model
 
     folder = build_source_model(tmp_path / "model", [fixture_corpora["en.train"]], vocab_size=300)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
     lines = {code: Path(fixture_corpora[f"{code}.validation"]).read_text(encoding="utf-8").splitlines()
              for code in ("it", "hi", "en")}
-    common = dict(source_language="en", parallel_test=None, parallel_shots=None, items=3, seed=0, max_new_tokens=4,
-                  max_length=32)
+    common = dict(source_language="en", settings=ItemSettings(items=3, seed=0, max_new_tokens=4, max_length=32))
     items = build_items(language="it", documents=lines["it"][:40], out_of_domain={
         "target": lines["it"][100:103], "target_hi": lines["hi"][90:93], "source": lines["en"][100:103]}, **common)
     hindi = build_items(language="hi", documents=lines["hi"][:40], **common)
     hindi.generation_scope = "hi"
     items.further = [hindi]
     parts = {}
-    scores = score_model(model, tokenizer, items, source_tokenizer=tokenizer, prefix="source_model.",
+    scores = score_model(model, tokenizer, items, source=SourceVocabulary(tokenizer), prefix="source_model.",
                          item_parts=parts)
     for key in ("bpb_ood_target", "bpb_ood_target_hi", "bpb_ood_source", "generation.tokens_per_character",
                 "generation.hi.tokens_per_character", "generation.hi.same_text_token_saving",

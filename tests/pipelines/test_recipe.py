@@ -17,7 +17,7 @@ def test_a_method_scored_in_memory_scores_as_its_checkpoint_read_back(tmp_path, 
 
     from vocadapt.components.tokenizers.overlap import new_token_ids
     from vocadapt.pipelines.adapt import run_adapt
-    from vocadapt.pipelines.side_by_side import items_for_config, score_model
+    from vocadapt.pipelines.side_by_side import SourceVocabulary, items_for_config, score_model
     from vocadapt.platform.assets.sources import resolve_inputs
     from vocadapt.platform.config import load_config
     from vocadapt.platform.model_loading import load_model, load_source_tokenizer
@@ -37,8 +37,8 @@ def test_a_method_scored_in_memory_scores_as_its_checkpoint_read_back(tmp_path, 
     source_tokenizer = load_source_tokenizer(config, str(source))
     parts: dict = {}
     read_back = score_model(model, tokenizer, items_for_config(config, resolve_inputs(config)),
-                            new_token_ids=new_token_ids(source_tokenizer, tokenizer),
-                            source_tokenizer=source_tokenizer, item_parts=parts)
+                            source=SourceVocabulary(source_tokenizer, new_token_ids(source_tokenizer, tokenizer)),
+                            item_parts=parts)
     in_memory = {key: value for key, value in best.side_by_side.items()
                  if not key.startswith("generation.equal_content")}  # timings
     assert "bpb_ood_target" in read_back and in_memory == read_back
