@@ -74,6 +74,7 @@ SLOW_TESTS = {
     "tests/multilingual/test_adapt_languages.py::test_replacement_trains_one_tokenizer_on_the_balanced_mix",
     "tests/pipelines/test_adapt_merge.py::test_adapt_merges_into_the_chat_model_and_registers_the_merged_checkpoint",
     "tests/pipelines/test_bad_input_interrupts.py::test_sigint_to_a_real_adapt_process",
+    "tests/pipelines/test_recipe.py::test_a_method_scored_in_memory_scores_as_its_checkpoint_read_back",
     "tests/registry/test_serve_check.py::test_registration_refuses_a_model_that_would_not_serve",
     "tests/sweeps/test_artefact_cache.py::test_adapt_reusing_cached_artefacts_gives_the_bytes_of_computing_them",
     "tests/tokenizers/test_chat_rows.py::test_adapted_chat_model_keeps_template_and_special_rows",

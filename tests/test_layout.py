@@ -252,3 +252,37 @@ def test_platform_is_grouped_by_concern():
         "cross-cutting module in DEVELOPERS.md and PLATFORM_TOP_LEVEL")
     for folder in (path for path in (ROOT / "platform").iterdir() if path.is_dir() and path.name != "__pycache__"):
         assert (folder / "__init__.py").is_file(), f"platform/{folder.name}/ needs an __init__.py saying what it holds"
+
+
+MAX_PIPELINE_PARAMETERS = 6
+
+
+def _parameter_counts(path: Path) -> list[tuple[str, int]]:
+    """(``file:line name``, parameters) of every function and method in ``path``, nested ones included: positional,
+    keyword-only, ``*args`` and ``**kwargs`` (one each) count; a method's ``self`` or ``cls`` does not."""
+    counts = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        arguments = node.args
+        names = [argument.arg for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+        count = len(names) - (names[:1] in (["self"], ["cls"])) + bool(arguments.vararg) + bool(arguments.kwarg)
+        counts.append((f"{path.relative_to(path.parents[1])}:{node.lineno} {node.name}", count))
+    return counts
+
+
+def test_no_pipeline_function_takes_more_than_six_parameters():
+    """A pipeline passes what belongs together as one object (the recipe, a settings dataclass), not value by
+    value."""
+    too_many = [f"{where} takes {count}" for path in sorted((ROOT / "pipelines").rglob("*.py"))
+                for where, count in _parameter_counts(path) if count > MAX_PIPELINE_PARAMETERS]
+    assert not too_many, f"more than {MAX_PIPELINE_PARAMETERS} parameters: {too_many}"
+
+
+def test_parameter_count_sees_keyword_only_star_arguments_and_methods(tmp_path):
+    module = tmp_path / "pipelines" / "m.py"
+    module.parent.mkdir()
+    module.write_text("def f(a, b, /, c, *args, d, **kwargs):\n    def g(x): pass\n"
+                      "class C:\n    def m(self, a, *, b): pass\n    @classmethod\n    def k(cls): pass\n")
+    counts = {where.split()[-1]: count for where, count in _parameter_counts(module)}
+    assert counts == {"f": 6, "g": 1, "m": 2, "k": 0}
