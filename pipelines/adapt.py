@@ -356,9 +356,10 @@ def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float
             if side_by_side is not None:
                 outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, recipe.source_tokenizer,
                                                            side_by_side, outcome.gate_items)
-            outcome.side_by_side |= _equal_content_speed_up(config, (final_model, final_tokenizer),
-                                                            (recipe.source_model, recipe.source_tokenizer),
-                                                            held_out["target"])
+            for stream, language in language_streams(config)[:-1]:  # every target language's own text
+                outcome.side_by_side |= _equal_content_speed_up(
+                    config, (final_model, final_tokenizer), (recipe.source_model, recipe.source_tokenizer),
+                    recipe.held_out[stream], scope="" if stream == "target" else f"{language}.")
         del final_model
         tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
         from vocadapt.platform.registry.gate_items import log_gate_items
@@ -400,10 +401,11 @@ def _score_side_by_side(model, tokenizer, source_tokenizer, items, item_parts=No
     return score_model(model, tokenizer, items, source=source, item_parts=item_parts)
 
 
-def _equal_content_speed_up(config, adapted, source, documents: list[str]) -> dict[str, float]:
+def _equal_content_speed_up(config, adapted, source, documents: list[str], scope: str = "") -> dict[str, float]:
     """The adapted model's decoding speed-up over the source model on the same held-out target-language text
-    (``components/evaluation/decode_timing.py``): ``generation.equal_content_speed_up`` (source seconds over
-    adapted seconds) and ``generation.equal_content_token_ratio`` (source tokens over adapted tokens); {} when
+    (``components/evaluation/decode_timing.py``): ``generation.{scope}equal_content_speed_up`` (source seconds over
+    adapted seconds) and ``generation.{scope}equal_content_token_ratio`` (source tokens over adapted tokens), the
+    scope empty for the first target language and ``<code>.`` for each further one; {} when
     ``evaluation.equal_content_characters`` is 0 or there is no held-out text."""
     from vocadapt.components.evaluation.decode_timing import compare_on_documents
 
@@ -411,8 +413,8 @@ def _equal_content_speed_up(config, adapted, source, documents: list[str]) -> di
                                   repeats=config.evaluation.equal_content_repeats)
     if not ratios:
         return {}
-    return {"generation.equal_content_speed_up": ratios["speed_up"],
-            "generation.equal_content_token_ratio": ratios["token_ratio"]}
+    return {f"generation.{scope}equal_content_speed_up": ratios["speed_up"],
+            f"generation.{scope}equal_content_token_ratio": ratios["token_ratio"]}
 
 
 def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:

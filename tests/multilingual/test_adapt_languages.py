@@ -91,6 +91,10 @@ def test_adapt_expands_for_two_languages_and_reports_each(tmp_path, world, monke
     assert "source_model.bpb_target_hi" in metrics
     child = tracker.client.get_run(outcome.run_id).data.metrics
     assert "bpb_target_hi_zero_shot" in child and "bpb_target_hi_after_lapt" in child
+    # the equal-content decode on each language's own held-out text, Hindi's fewer tokens included
+    for scope in ("", "hi."):
+        assert child[f"generation.{scope}equal_content_speed_up"] > 0
+        assert child[f"generation.{scope}equal_content_token_ratio"] > 1, scope
     expansion = json.loads(Path(tracker.client.download_artifacts(result.parent_run_id, "expansion.json",
                                                                   str(tmp_path))).read_text())
     budget = expansion["budget"]
