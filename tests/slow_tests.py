@@ -41,6 +41,7 @@ SLOW_FILES = {
     "tests/serving/test_serve.py",
     "tests/sweeps/test_sweep.py",
     "tests/sweeps/test_sweep_adapt.py",
+    "tests/sweeps/test_sweep_modes.py",
     "tests/tokenizers/test_expand.py",
     "tests/tokenizers/test_expand_numbers.py",
     "tests/training/test_multinode_process.py",
