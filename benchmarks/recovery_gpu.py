@@ -8,9 +8,9 @@ Every score in the report is one the product logged (``AdaptResult``: held-out b
 the adapted model at step 0 and after LAPT, LAPT's curve and head fit, the side-by-side benchmark with out-of-domain
 bits per byte, the equal-content decode speed-up); nothing here trains or scores a model its own way. The recipe's
 arms (another objective, the head fit off or tied, replace instead of expand) are ``--set`` overrides of the config
-or entries of ``configs/sweeps/italian-smollm2-gpu-arms.yaml``, which ``vocadapt sweep`` runs. Only LAPT uses the
-GPU: ``adapt`` loads every model it scores on the CPU in float32, so on a GPU machine the scoring takes the CPU's
-time (its sizes are the config's ``evaluation`` section).
+or entries of ``configs/sweeps/italian-smollm2-gpu-arms.yaml``, which ``vocadapt sweep`` runs. LAPT trains on the
+GPU, and ``adapt`` scores every model on ``evaluation.device`` (default auto: the GPU here), in float32 (the sizes
+are the config's ``evaluation`` section).
 
 It reports, against the goals of the recovery proof (held-out Italian): bits per byte at or below the source's;
 English within 5%; chrF en->it at least 90% of the source's; %Gen at least 30%; characters per second at least

@@ -23,7 +23,7 @@ from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summ
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.pipelines.preflight import check_corpora, corpus_expectations, preflight, resolve_methods  # noqa: F401
 from vocadapt.pipelines.recipe import MethodRun, Recipe
-from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams
+from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams, on_scoring_device
 from vocadapt.platform.energy import EnergyReading, log_energy
 from vocadapt.platform.assets.sources import ResolvedInputs
 from vocadapt.platform.tracking import Tracker, redact_tree, resolve_tracking_uri
@@ -318,7 +318,7 @@ def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float
         strip_custom_code(initial_dir)
     tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started} | parameter_counts(model))
     tracker.log_dict(run_id, record, "initialisation.json")
-    with run.stage("evaluation"):
+    with run.stage("evaluation"), on_scoring_device(config, model):
         zero_shot = held_out_bits_per_byte(model, target_tokenizer, held_out, config)
     bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
     tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
@@ -352,7 +352,7 @@ def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float
             del model
         else:
             final_model, final_tokenizer = load_model(Path(outcome.model_dir), what="adapted model")
-        with run.stage("evaluation"):
+        with run.stage("evaluation"), on_scoring_device(config, final_model, recipe.source_model):
             if side_by_side is not None:
                 outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, recipe.source_tokenizer,
                                                            side_by_side, outcome.gate_items)
@@ -381,7 +381,7 @@ def _score_source_side_by_side(recipe: Recipe, item_parts: dict[str, Any]) -> di
 
     if recipe.side_by_side is None:
         return {}
-    with recipe.stage("evaluation"):
+    with recipe.stage("evaluation"), on_scoring_device(recipe.config, recipe.source_model):
         scores = score_model(recipe.source_model, recipe.source_tokenizer, recipe.side_by_side,
                              source=SourceVocabulary(recipe.source_tokenizer), prefix="source_model.",
                              item_parts=item_parts)

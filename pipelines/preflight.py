@@ -63,6 +63,7 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     check_storage_uri(config.lapt.storage_path, "lapt.storage_path")
     check_tracking_uri(config.tracking.tracking_uri, "tracking.tracking_uri")
     check_every_language_has_out_of_domain(config)
+    check_scoring_device(config)
     output_dir = Path(config.output_dir) / config.name / config.target.language
     checked = Preflight(methods, output_dir)
     if not check_files:
@@ -286,6 +287,17 @@ def check_corpora(config: ExperimentConfig, inputs: ResolvedInputs, console: Con
                   f"{len(splits)} corpora ({results['seconds']:.1f} s)", highlight=False)
     raise_for_failed_expectations(results)
     return results
+
+
+def check_scoring_device(config: ExperimentConfig) -> None:
+    """``evaluation.device: cuda`` needs a CUDA device where the driver runs (the models are scored there)."""
+    if config.evaluation.device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UserError(f"evaluation.device is cuda and torch {torch.__version__} sees no CUDA device here; set "
+                        "evaluation.device: auto (the GPU when there is one, else the CPU) or cpu")
 
 
 def check_every_language_has_out_of_domain(config: ExperimentConfig) -> None:

@@ -6,6 +6,7 @@ and the output folder (``pipelines/recipe.py`` holds what they share, and initia
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 from vocadapt.platform.config import ExperimentConfig
@@ -142,6 +143,35 @@ def expand_vocabulary(config, inputs, source_tokenizer, trained):
     documents = read_documents(inputs.target_train, config.tokenizer.max_training_lines)
     return expand_with_top_k(source_tokenizer, trained, documents, config.tokenizer.expand_top_k, protect=protect,
                              protect_words=lexicon)  # fmt: skip
+
+
+def scoring_device(config: ExperimentConfig) -> str:
+    """``evaluation.device`` resolved: ``cuda`` (the first CUDA device) or ``cpu``."""
+    import torch
+
+    if config.evaluation.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return config.evaluation.device
+
+
+@contextmanager
+def on_scoring_device(config: ExperimentConfig, *models):
+    """The models on ``evaluation.device`` while the block scores them, back on the CPU after it (nothing moves
+    when that is the CPU). The scoring code sends its inputs to each model's own device."""
+    device = scoring_device(config)
+    if device == "cpu":
+        yield
+        return
+    import torch
+
+    for model in models:
+        model.to(device)
+    try:
+        yield
+    finally:
+        for model in models:
+            model.to("cpu")
+        torch.cuda.empty_cache()
 
 
 def held_out_bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict[str, float]:

@@ -244,6 +244,12 @@ class EvaluationSection(_Section):
         "writes its own text. 0: skip it."
     )
     equal_content_repeats: int = Field(3, ge=1, description="Turns of the equal-content timing; the median counts.")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where adapt scores the models (held-out bits per byte, the side-by-side benchmark, "
+        "the equal-content decode), in float32 either way: auto is the first CUDA device when torch sees one, "
+        "else the CPU; cuda without one is refused before any work. A model moves there to be scored and back "
+        "(the source model is initialised from on the CPU)."
+    )
     out_of_domain: bool = Field(
         True, description="Also score bits per byte on out-of-domain text that no model trains on (Debian's "
         "fortunes, downloaded once; Italian, German, Russian and English): a held-out split of the training "

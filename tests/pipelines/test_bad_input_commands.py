@@ -125,6 +125,8 @@ CASES = [
          ("lapt.storage_path", "bucket", "s3://BUCKET/PREFIX")),
     Case("adapt tracking URI", adapt(**{"tracking.tracking_uri": "sqlite://mlflow.db"}),
          ("tracking.tracking_uri", "sqlite:///")),
+    Case("adapt scoring on a GPU that is not there", adapt(**{"evaluation.device": "cuda"}),
+         ("evaluation.device", "no CUDA device", "auto")),
     Case("adapt unknown energy grid", adapt(**{"tracking.energy": "true", "tracking.country_iso_code": "XYZ"}),
          ("XYZ", "tracking.country_iso_code", "ISO 3166-1 alpha-3")),
     Case("adapt missing corpus file", adapt(**{"corpus.train": "[{cwd}/nope.txt]"}),
