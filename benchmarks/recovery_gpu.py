@@ -21,8 +21,8 @@ English within 5%; chrF en->it at least 90% of the source's; %Gen at least 30%; 
     python benchmarks/recovery_gpu.py --out DIR --device cpu --tiny   # the same path on the CPU at toy size
 
 ``--device cpu`` turns the config's GPU switches off (``lapt.use_gpu``, ``lapt.deepspeed.enabled``,
-``lapt.compile``), as ``vocadapt adapt --set`` would; ``--device cuda`` on a machine without CUDA, or without
-DeepSpeed when the config asks for it, is refused before anything runs.
+``lapt.compile``; ``evaluation.device`` to cpu), as ``vocadapt adapt --set`` would; ``--device cuda`` on a machine
+without CUDA, or without DeepSpeed when the config asks for it, is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "configs" / "italian-smollm2-gpu.yaml"
 # what the config's GPU switches become on the CPU (the product has no other fallback: a run that asks for a GPU
 # waits for one)
-CPU_SWITCHES = {"lapt.use_gpu": "false", "lapt.deepspeed.enabled": "false", "lapt.compile": "false"}
+CPU_SWITCHES = {"lapt.use_gpu": "false", "lapt.deepspeed.enabled": "false", "lapt.compile": "false",
+                "evaluation.device": "cpu"}
 # toy sizes: the recipe's mode, method, objective, head fit and benchmark stay as shipped
 TINY_SIZES = {"lapt.max_tokens": "null", "lapt.max_steps": "2", "lapt.batch_size": "2", "lapt.sequence_length": "32",
               "lapt.warmup_steps": "0", "lapt.eval_every": "1", "lapt.eval_max_length": "64",
@@ -280,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a dotted config override, as `vocadapt adapt --set` (repeatable; wins over the rest)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                        help="cpu: the config's GPU switches off (lapt.use_gpu, lapt.deepspeed.enabled, lapt.compile)")
+                        help="cpu: the config's GPU switches off (lapt.use_gpu, lapt.deepspeed.enabled, lapt.compile; "
+                        "evaluation.device cpu)")
     parser.add_argument("--tiny", action="store_true", help="toy sizes: a few LAPT steps, a small vocabulary and "
                         "benchmark (the recipe's choices as shipped)")
     parser.add_argument("--train-seconds", type=float, default=None,

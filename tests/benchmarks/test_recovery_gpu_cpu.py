@@ -69,7 +69,8 @@ def test_the_recipe_runs_through_the_product_on_the_cpu(cpu_run):
     assert recipe["lapt"]["deepspeed"] == {"enabled": True, "zero_stage": 1, "precision": "bf16"}
     out, results = cpu_run
     assert results["method"] == "align" and results["device"] == "cpu"
-    assert {"lapt.use_gpu=false", "lapt.deepspeed.enabled=false", "lapt.compile=false"} <= set(results["overrides"])
+    assert {"lapt.use_gpu=false", "lapt.deepspeed.enabled=false", "lapt.compile=false",
+            "evaluation.device=cpu"} <= set(results["overrides"])
     client = mlflow.tracking.MlflowClient(results["mlflow"]["tracking_uri"])
     child = client.get_run(results["mlflow"]["run_id"]).data
     parent = client.get_run(results["mlflow"]["parent_run_id"]).data

@@ -47,7 +47,8 @@ def test_a_sweep_of_trim_against_expand_over_two_languages_registers_a_checked_m
     overrides = [o for o in tiny_config_overrides(model, corpora, tmp_path, **{
         "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment": "mode-sweep",
         "init.methods": "[fvt]", "tokenizer.expand_top_k": "120", "tokenizer.trim_size": "300",
-        "tokenizer.protect_lexicon": "null", "evaluation.side_by_side_items": "0"}) if not o.startswith("target.language=")]
+        "tokenizer.protect_lexicon": "null", "evaluation.side_by_side_items": "0"})
+        if not o.startswith("target.language=")]
     for assignment in overrides + [
             "target.languages=[it, hi]", f"corpus.languages.hi.train=[{corpora['hi.train']}]",
             f"corpus.languages.hi.validation=[{corpora['hi.validation']}]"]:
