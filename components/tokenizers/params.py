@@ -58,6 +58,9 @@ def count_parameters(config: Any, vocab_size: int | None = None) -> ParameterCou
     config = copy.deepcopy(config)
     if vocab_size is not None:
         config.vocab_size = vocab_size
+        pad = getattr(config, "pad_token_id", None)
+        if isinstance(pad, int) and pad >= vocab_size:  # a smaller vocabulary renumbers the pad token (Qwen3's is
+            config.pad_token_id = None  # 151,643); the count does not depend on where it sits
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
     embeddings = model.get_input_embeddings().weight

@@ -43,6 +43,18 @@ def test_params_tied_counts_the_matrix_once():
     assert untied.total - tied.total == 500 * 32
 
 
+def test_params_of_a_smaller_vocabulary_with_the_pad_token_near_the_end():
+    """Qwen3 pads with <|endoftext|> at 151,643: counting a trimmed or replaced vocabulary of fewer rows must not
+    build an embedding whose padding index lies outside it."""
+    from transformers import Qwen3Config
+
+    qwen = Qwen3Config(vocab_size=1000, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                       num_attention_heads=2, num_key_value_heads=1, head_dim=8, pad_token_id=990)
+    change = vocabulary_change(qwen, 300)
+    assert change["before"]["embeddings"] == 1000 * 16 and change["after"]["embeddings"] == 300 * 16
+    assert qwen.pad_token_id == 990  # the caller's config is left as it was
+
+
 def test_params_command(tmp_path):
     config = tmp_path / "config.json"
     LlamaConfig(**LLAMA_31_8B).to_json_file(config)
