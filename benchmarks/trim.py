@@ -10,7 +10,7 @@ and whether the generated text is the same). The two models' generations are int
 change in the machine's load falls on both.
 
     .venv/bin/python benchmarks/trim.py [--min-count 2] [--documents 100] [--new-tokens 48] [--repeats 2]
-        [--json out.json]
+        [--json out.json] [--model FOLDER]     # FOLDER: another model, e.g. a family twin (`vocadapt twin`)
 """
 
 from __future__ import annotations
@@ -63,6 +63,13 @@ def gemma_folder(home: Path) -> Path:
     return folder
 
 
+def _label(folder: Path) -> str:
+    """The folder's name, and its twin family where config.json says it is a twin."""
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    twin = config.get("vocadapt_twin")
+    return f"{twin['family']} twin ({folder.name})" if twin else folder.name
+
+
 def safetensors_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.glob("*.safetensors"))
 
@@ -113,6 +120,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=2, help="timed generations per prompt and model")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--model", type=Path, help="a model folder to trim instead of Gemma-3-270M (a family twin: "
+                        "`vocadapt twin llama3_1 --out DIR`)")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     from vocadapt.components.surgery.trim import trim_checkpoint
@@ -120,7 +129,8 @@ def main(argv: list[str]) -> int:
     from vocadapt.platform.assets.sources import read_documents
 
     assets = load_assets(languages=("it",))
-    source = gemma_folder(vocadapt_home())
+    source = args.model or gemma_folder(vocadapt_home())
+    label = _label(source) if args.model else "Gemma-3-270M"
     held_out = {lang: read_documents((assets.corpus(lang, "validation"),), args.documents) for lang in ("it", "en")}
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "trimmed"
@@ -146,7 +156,7 @@ def main(argv: list[str]) -> int:
         ("bits per byte, held-out en", f"{before['bpb']['en']:.5f}", f"{after['bpb']['en']:.5f}"),
         ("tokens/s, greedy, CPU, batch 1", f"{before['tokens_per_second']:.1f}", f"{after['tokens_per_second']:.1f}"),
     ]
-    print(f"Gemma-3-270M trimmed to Italian + English (min count {args.min_count}; {len(documents):,} training "
+    print(f"{label} trimmed to Italian + English (min count {args.min_count}; {len(documents):,} training "
           f"lines; trim and surgery {trim_seconds:.0f} s; torch threads {torch.get_num_threads()}; load average "
           f"{load_average[0]:.1f} at the end)")
     print("| measure | untrimmed | trimmed |\n| --- | --- | --- |")
