@@ -5,27 +5,15 @@ registered after the serve check, then judged by the per-language gates."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
+from tests.sweeps.test_sweep_adapt import ray_cluster  # noqa: F401  (its own in-process cluster, module-scoped)
 from vocadapt.platform.config import apply_override
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    import ray
-
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    if ray.is_initialized():  # an earlier test module's in-process cluster: these tests need their own
-        ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def test_a_sweep_of_trim_against_expand_over_two_languages_registers_a_checked_model(
