@@ -318,7 +318,7 @@ def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float
         strip_custom_code(initial_dir)
     tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started} | parameter_counts(model))
     tracker.log_dict(run_id, record, "initialisation.json")
-    with run.stage("evaluation"), on_scoring_device(config, model):
+    with run.stage("evaluation"):
         zero_shot = held_out_bits_per_byte(model, target_tokenizer, held_out, config)
     bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
     tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)

@@ -26,7 +26,7 @@ from rich.console import Console
 from vocadapt.components.errors import UserError
 from vocadapt.pipelines.preflight import check_corpora, resolve_methods
 from vocadapt.pipelines.recipe import Recipe, lineage_tags
-from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams, on_scoring_device
+from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import log_energy
 from vocadapt.platform.assets.sources import resolve_inputs
@@ -149,7 +149,7 @@ def score_method(recipe: Recipe, name: str, method: ConfiguredInitializer) -> Le
         with run.stage("init"):
             model, record = recipe.initialise(method)
         seconds = round(time.perf_counter() - started, 2)
-        with run.stage("evaluation"), on_scoring_device(config, model):
+        with run.stage("evaluation"):
             bpb = held_out_bits_per_byte(model, recipe.target_tokenizer, recipe.held_out, config)
         del model
         tracker.log_metrics(run.run_id, {"init_seconds": seconds,

@@ -22,7 +22,7 @@ def merge_into_chat_model(run: MethodRun, outcome) -> dict[str, Any]:
     ``<method>/merged``, measure it on the recipe's held-out text, and point ``outcome`` at it; returns the merge
     record (also logged as ``merge.json`` on the method's run). Both stages' energy goes to the method's ledger."""
     from vocadapt.components.merging import merge_model_folders
-    from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, on_scoring_device
+    from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
     from vocadapt.platform.model_loading import load_model, resolve_model_folder
 
     config, tracker, run_id = run.recipe.config, run.recipe.tracker, run.run_id
@@ -33,7 +33,7 @@ def merge_into_chat_model(run: MethodRun, outcome) -> dict[str, Any]:
     with run.stage("merge"):
         record = merge_model_folders(adapted_dir, chat_dir, merged_dir, config.merge)
     model, tokenizer = load_model(merged_dir, what="merged model")
-    with run.stage("evaluation"), on_scoring_device(config, model):
+    with run.stage("evaluation"):
         merged_bpb = held_out_bits_per_byte(model, tokenizer, run.recipe.held_out, config)
     del model
     step = outcome.lapt["steps"] if outcome.lapt else 0

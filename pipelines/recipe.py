@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from vocadapt.pipelines.vocabulary_steps import (
-    build_helper, further_held_out, held_out_bits_per_byte, measure_stage, on_scoring_device, train_target_tokenizer,
+    build_helper, further_held_out, held_out_bits_per_byte, measure_stage, train_target_tokenizer,
 )
 from vocadapt.platform.assets.sources import ResolvedInputs, read_documents
 from vocadapt.platform.config import ExperimentConfig
@@ -120,8 +120,7 @@ class Recipe:
         self.source_model = load_source_model(self.config, self.inputs.source_model)
 
         def score() -> dict[str, float]:
-            with on_scoring_device(self.config, self.source_model):
-                return held_out_bits_per_byte(self.source_model, self.source_tokenizer, self.held_out, self.config)
+            return held_out_bits_per_byte(self.source_model, self.source_tokenizer, self.held_out, self.config)
 
         with self.stage("evaluation"):
             if self.cache is None:

@@ -157,33 +157,35 @@ def scoring_device(config: ExperimentConfig) -> str:
 @contextmanager
 def on_scoring_device(config: ExperimentConfig, *models):
     """The models on ``evaluation.device`` while the block scores them, back on the CPU after it (nothing moves
-    when that is the CPU). The scoring code sends its inputs to each model's own device."""
+    when that is the CPU). The scoring code sends its inputs to each model's own device. Nested blocks are safe:
+    a model already there is left where it is, and the block that moved it moves it back."""
     device = scoring_device(config)
-    if device == "cpu":
+    moved = [model for model in models if getattr(getattr(model, "device", None), "type", None) != device]
+    if device == "cpu" or not moved:
         yield
         return
     import torch
 
-    for model in models:
+    for model in moved:
         model.to(device)
     try:
         yield
     finally:
-        for model in models:
+        for model in moved:
             model.to("cpu")
         torch.cuda.empty_cache()
 
 
 def held_out_bits_per_byte(model, tokenizer, held_out, config: ExperimentConfig) -> dict[str, float]:
+    """Bits per byte of every held-out stream, the model on ``evaluation.device`` meanwhile."""
     from vocadapt.components.metrics.bits_per_byte import bits_per_byte
 
-    return {
-        stream: bits_per_byte(
-            model, tokenizer, documents, max_length=config.evaluation.max_length,
-            batch_size=config.evaluation.batch_size,
-        )
-        for stream, documents in held_out.items()
-    }
+    with on_scoring_device(config, model):
+        return {
+            stream: bits_per_byte(model, tokenizer, documents, max_length=config.evaluation.max_length,
+                                  batch_size=config.evaluation.batch_size)
+            for stream, documents in held_out.items()
+        }
 
 
 def build_helper(config: ExperimentConfig, target_tokenizer, inputs: ResolvedInputs):

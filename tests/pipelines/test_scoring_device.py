@@ -57,3 +57,24 @@ def test_an_unknown_device_is_refused_by_the_config():
     with pytest.raises((ConfigError, ValueError)) as caught:
         _config("tpu")
     assert "evaluation.device" in str(caught.value) or "device" in str(caught.value)
+
+
+class PlacedModel(RecordedModel):
+    """A stand-in that knows where it is, as a transformers model does (``.device``)."""
+
+    @property
+    def device(self):
+        import torch
+
+        return torch.device(self.moves[-1] if self.moves else "cpu")
+
+
+def test_a_nested_block_leaves_a_model_where_the_outer_block_put_it(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.empty_cache", lambda: None)
+    model = PlacedModel()
+    with on_scoring_device(_config("auto"), model):
+        with on_scoring_device(_config("auto"), model):  # held_out_bits_per_byte inside an outer scoring block
+            assert model.device.type == "cuda"
+        assert model.device.type == "cuda"
+    assert model.moves == ["cuda", "cpu"]
