@@ -162,11 +162,41 @@ def config_vocab_size(config: dict[str, Any]) -> Any:
     return config.get("vocab_size", text.get("vocab_size") if isinstance(text, dict) else None)
 
 
+# The files read_tokenizer_ids reads: their bytes are the key of its per-process cache.
+_TOKENIZER_ID_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "added_tokens.json")
+_TOKENIZER_IDS_CACHE: dict[tuple, TokenizerIds] = {}
+
+
 def read_tokenizer_ids(folder: Path, what: str) -> TokenizerIds | None:
     """The ids of the tokenizer saved in ``folder`` (tokenizer.json, else a SentencePiece tokenizer.model with the
     added tokens of tokenizer_config.json / added_tokens.json), refusing two tokens on one id; None when the folder
-    holds neither file."""
+    holds neither file.
+
+    The answer is kept per process, keyed by the folder and a digest of those files' bytes: parsing a
+    128k-262k-token tokenizer.json in Python takes seconds (hashing it, tens of milliseconds), and one adapt checks
+    the source folder and its output folder several times (preflight, loading, the serve check)."""
     folder = Path(folder)
+    key = (str(folder.resolve()), *(_file_digest(folder / name) for name in _TOKENIZER_ID_FILES))
+    if key in _TOKENIZER_IDS_CACHE:
+        return _TOKENIZER_IDS_CACHE[key]
+    ids = _read_tokenizer_ids(folder, what)
+    if ids is not None:
+        if len(_TOKENIZER_IDS_CACHE) >= 64:
+            _TOKENIZER_IDS_CACHE.clear()
+        _TOKENIZER_IDS_CACHE[key] = ids
+    return ids
+
+
+def _file_digest(path: Path) -> str | None:
+    import hashlib
+
+    try:
+        return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+    except OSError:
+        return None
+
+
+def _read_tokenizer_ids(folder: Path, what: str) -> TokenizerIds | None:
     tokens: dict[int, str] = {}
 
     def put(token_id: Any, token: str, where: str) -> None:

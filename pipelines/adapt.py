@@ -92,7 +92,8 @@ def run_adapt(
     staging.mkdir(parents=True)
     tracker = Tracker(resolve_tracking_uri(config.tracking.tracking_uri), config.tracking.experiment)
     try:
-        recipe = Recipe(config, checked.inputs, tracker, console, staging, cache)
+        recipe = Recipe(config, checked.inputs, tracker, console, staging, cache,
+                        source_tokenizer=checked.source_tokenizer)
         result = _run(recipe, checked, parent_run_id, on_metrics)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -49,6 +49,7 @@ class Preflight:
     inputs: ResolvedInputs | None = None  # None without the file checks
     expectations: dict[str, Any] | None = None  # the great-expectations suite's results, logged by the run
     pretrained_tokenizer: Any = None  # tokenizer.pretrained, loaded
+    source_tokenizer: Any = None  # the source model's tokenizer, loaded by the checks (None for a hub name)
 
 
 def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: bool = False,
@@ -75,7 +76,7 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     checked.inputs = inputs = resolve_inputs(config)  # corpora exist, assets built, source model is a folder
     check_output_not_an_input(output_dir, config, inputs)
     check_model_folder(inputs.source_model, what="source.model", trust_remote_code=config.source.trust_remote_code)
-    check_source_tokenizer_fits(config, inputs.source_model)
+    checked.source_tokenizer = check_source_tokenizer_fits(config, inputs.source_model)
     if config.lapt.runs:
         check_teacher(config.lapt, inputs.source_model)
     if any(method.needs_helper for method in methods.values()):
@@ -91,10 +92,11 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     return checked
 
 
-def check_source_tokenizer_fits(config: ExperimentConfig, source_model: str | Path) -> None:
+def check_source_tokenizer_fits(config: ExperimentConfig, source_model: str | Path) -> Any:
     """The source model's tokenizer must have a row for every id: ``len(tokenizer)`` (its highest id + 1) at most
     config.json's ``vocab_size`` (a multimodal config's ``text_config.vocab_size``). Padding rows past the
-    tokenizer (Qwen3's 151,669 ids in 151,936 rows) are fine. A hub name is left to the run."""
+    tokenizer (Qwen3's 151,669 ids in 151,936 rows) are fine. A hub name is left to the run. Returns the tokenizer
+    it loaded (the run uses it instead of loading it again: seconds for a 128k-262k vocabulary), or None."""
     import json
 
     from vocadapt.components.surgery.plan import check_tokenizer_fits
@@ -102,17 +104,18 @@ def check_source_tokenizer_fits(config: ExperimentConfig, source_model: str | Pa
 
     config_file = Path(source_model) / "config.json"
     if not config_file.is_file():
-        return
+        return None
     model_config = json.loads(config_file.read_text(encoding="utf-8"))  # check_model_folder has read it already
     if not isinstance(model_config, dict):
-        return
+        return None
     rows = model_config.get("vocab_size") or (model_config.get("text_config") or {}).get("vocab_size")
     if not isinstance(rows, int):
-        return
+        return None
     source_tokenizer = load_source_tokenizer(config, str(source_model))
     check_tokenizer_fits(source_tokenizer, rows,
                          what=f"source.model {source_model}: its tokenizer", rows_from="config.json vocab_size")
     check_target_vocab_size(config, source_tokenizer)
+    return source_tokenizer
 
 
 def check_target_vocab_size(config: ExperimentConfig, source_tokenizer) -> None:

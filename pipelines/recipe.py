@@ -92,7 +92,7 @@ class Recipe:
 
     def read_held_out(self) -> None:
         """The held-out documents of every stream (``target``, ``source``, ``target_<code>`` for each further one
-        of target.languages) and the source tokenizer."""
+        of target.languages) and the source tokenizer (unless the checks already loaded it)."""
         from vocadapt.platform.model_loading import load_source_tokenizer
 
         config, inputs = self.config, self.inputs
@@ -100,7 +100,8 @@ class Recipe:
             "target": read_documents(inputs.target_validation, config.evaluation.max_documents),
             "source": read_documents(inputs.source_validation, config.evaluation.max_documents),
         } | further_held_out(config, inputs)
-        self.source_tokenizer = load_source_tokenizer(config, inputs.source_model)
+        if self.source_tokenizer is None:
+            self.source_tokenizer = load_source_tokenizer(config, inputs.source_model)
 
     def train_tokenizer(self, title: str, pretrained: Any = None) -> None:
         """Train (or take ``pretrained``) the target tokenizer and change the source vocabulary with it, as the

@@ -14,8 +14,13 @@ START_SCRIPT = Path(__file__).resolve().parents[1] / "infra" / "mlflow-server" /
 
 
 def server_environment(folder: Path, port: int, *, auth: bool, artifacts: str | None = None) -> dict[str, str]:
-    """The variables start.sh reads, for a one-worker server on 127.0.0.1 that keeps its databases in ``folder``."""
+    """The variables start.sh reads, for a one-worker server on 127.0.0.1 that keeps its databases in ``folder``.
+
+    MLflow's job runner is off: by default the server starts a job runner and several huey consumer processes (for
+    GenAI judges and trace roll-ups, which vocadapt never uses), each importing mlflow again; under py-spy they took
+    about 210 CPU-s of the twin adapt test's module setup on 2 cores, a fifth of its CPU."""
     return {
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
         "MLFLOW_SERVER_HOME": str(folder), "MLFLOW_SERVER_HOST": "127.0.0.1", "MLFLOW_SERVER_PORT": str(port),
         "MLFLOW_SERVER_WORKERS": "1", "MLFLOW_BACKEND_STORE_URI": f"sqlite:///{folder / 'server.db'}",
         "MLFLOW_ARTIFACTS_DESTINATION": artifacts or str(folder / "server-artifacts"),

@@ -75,3 +75,26 @@ def test_adapt_preflight_refuses_a_damaged_source_model(data, corrupt, sharded, 
         preflight(config, check_files=True, console=None)
     assert "source.model" in str(refused.value) and named in str(refused.value)
     assert not (work / "runs").exists()
+
+
+def test_a_tokenizer_damaged_after_a_clean_check_is_refused(sharded, tmp_path):
+    """The model-folder check keeps a tokenizer's ids per process (parsing a large tokenizer.json takes seconds):
+    the same folder damaged in place, same size, after a clean check is still refused."""
+    import json
+
+    from vocadapt.components.errors import UserError
+    from vocadapt.platform.model_loading import check_model_folder
+
+    model = tmp_path / "model"
+    shutil.copytree(sharded, model)
+    check_model_folder(model, what="--source-model")
+    path = model / "tokenizer.json"
+    size, tree = path.stat().st_size, json.loads(path.read_text(encoding="utf-8"))
+    vocab = tree["model"]["vocab"]
+    first, second = sorted(vocab, key=vocab.get)[-2:]  # two ids of the same width: the file keeps its size
+    vocab[second] = vocab[first]
+    text = json.dumps(tree, ensure_ascii=False)
+    path.write_text(text + " " * (size - len(text.encode())), encoding="utf-8")
+    assert path.stat().st_size == size
+    with pytest.raises(UserError, match="share id"):
+        check_model_folder(model, what="--source-model")
