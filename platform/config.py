@@ -209,8 +209,11 @@ class InitSection(_Section):
         "source-language training text uses (every kept row copied; no tokenizer is trained; list one method)."
     )
     helper: str | None = Field(
-        None, description="Helper for methods that need one: 'fasttext' (trained on the corpus), a model "
-        "directory or hub name that uses the target tokenizer, or a static vectors file."
+        None, description="Helper for methods that need one: 'fasttext' (skip-gram trained on the target "
+        "training corpus tokenized with the target tokenizer; options after a colon, e.g. "
+        "'fasttext:max_lines=20000,dim=100': max_lines, the corpus lines it trains on, at most 500,000 by default, "
+        "bounds its time; dim, epoch, min_count, minn, maxn, ws), a model directory or hub name that uses the target "
+        "tokenizer, or a static vectors file."
     )
     options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-method keyword arguments, e.g. {sava: {solver: sgd}}."
