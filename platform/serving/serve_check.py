@@ -23,9 +23,13 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import subprocess
+import tempfile
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -322,21 +326,94 @@ def check_decoding_vllm(model_dir: Path, tokenizer, cases, venv: Path | None = N
     if cache.is_file():
         report = json.loads(cache.read_text(encoding="utf-8"))
     else:
-        payload = json.dumps({"folder": str(Path(model_dir).resolve()), "cases": cases})
-        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # nothing of this venv leaks
-        result = subprocess.run([str(serving_python(venv)), str(PROBE_SCRIPT)], input=payload, capture_output=True,
-                                text=True, timeout=VLLM_TIMEOUT_S,
-                                env={**env, "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"})
-        if result.returncode != 0 and "No module named 'vllm'" in result.stderr:
+        report, error = _VllmProbe.ask(serving_python(venv), {"folder": str(Path(model_dir).resolve()),
+                                                              "cases": cases})
+        if report is None and "No module named 'vllm'" in error:
             return missing
-        if result.returncode != 0:
-            return Finding(check, "fail", f"vLLM could not load the tokenizer: {result.stderr.strip()[-600:]}")
-        report = json.loads(result.stdout)
+        if report is None:
+            return Finding(check, "fail", f"vLLM could not load the tokenizer: {error.strip()[-600:]}")
         cache.parent.mkdir(parents=True, exist_ok=True)
         temporary = cache.with_suffix(".tmp")
         temporary.write_text(json.dumps(report), encoding="utf-8")
         temporary.replace(cache)
     return compare_vllm_report(tokenizer, cases, report)
+
+
+class _VllmProbe:
+    """``vllm_decode_probe.py --serve`` in the serving environment, started on the first request and kept for the
+    process's later ones (one per serving Python): a run that registers several models (a sweep, the family twins'
+    adapts in one process) imports vLLM once, not once per model. Each request is one JSON line each way; a probe
+    that dies or passes ``VLLM_TIMEOUT_S`` is dropped and the next request starts a fresh one."""
+
+    _running: dict[str, _VllmProbe] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, python: Path) -> None:
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # nothing of this venv leaks
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [str(python), str(PROBE_SCRIPT), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.stderr, text=True, encoding="utf-8", start_new_session=True,  # its forked children too
+            env={**env, "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "ERROR"})
+
+    @classmethod
+    def ask(cls, python: Path, request: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+        """(vLLM's report, "") or (None, what went wrong: the probe's error or its stderr)."""
+        with cls._lock:
+            probe = cls._running.get(str(python))
+            if probe is None or probe.process.poll() is not None:
+                probe = cls._running[str(python)] = cls(python)
+            answer = probe._exchange(json.dumps(request))
+            if answer is None:  # dead or stuck: the next request starts another
+                cls._running.pop(str(python), None)
+                stuck = probe.process.poll() is None
+                text = probe.close()
+                return None, (f"no answer in {VLLM_TIMEOUT_S} s; " if stuck else "") + (
+                    text or "the vLLM probe stopped without a message")
+        report = json.loads(answer)
+        return (None, report["error"]) if "error" in report else (report, "")
+
+    def _exchange(self, line: str) -> str | None:
+        import select
+
+        try:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+            ready, _, _ = select.select([self.process.stdout], [], [], VLLM_TIMEOUT_S)
+            answer = self.process.stdout.readline() if ready else ""
+            while answer and not answer.startswith("{"):  # a line some library printed: not the answer
+                answer = self.process.stdout.readline()
+        except (BrokenPipeError, OSError):
+            return None
+        return answer or None
+
+    def close(self) -> str:
+        """Stop the probe (it ends when its stdin closes; killed with its children after 10 s); returns what it
+        wrote on stderr."""
+        import signal
+
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.stderr.seek(0)
+        text = self.stderr.read().decode("utf-8", errors="replace")
+        self.stderr.close()
+        return text
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._lock:
+            while cls._running:
+                cls._running.popitem()[1].close()
+
+
+atexit.register(_VllmProbe.close_all)
 
 
 def compare_vllm_report(tokenizer, cases, report: dict[str, Any]) -> Finding:

@@ -168,13 +168,11 @@ def test_registered_version_says_twin(adapted, name, tmp_path):
 
 
 def test_twin_passes_the_vllm_serve_check(adapted, tmp_path):
-    """The serve check's vLLM half on each adapted twin (CI builds the serving environment; here it may not exist)."""
+    """The serve check's vLLM half on each adapted twin (CI builds the serving environment; here it may not exist:
+    the check then reports its half as skipped with that wording, and this test skips, which CI's
+    VOCADAPT_REQUIRE_VLLM=1 turns into a failure)."""
     import mlflow
 
-    from vocadapt.platform.evaluation.serving import serving_venv_dir, serving_venv_ready
-
-    if not serving_venv_ready():
-        pytest.skip(f"no vLLM serving environment at {serving_venv_dir()} (build it with `make serving-env`)")
     url, results = adapted
     client = mlflow.tracking.MlflowClient(url, registry_uri=url)
     for name in FAMILIES:
@@ -182,6 +180,8 @@ def test_twin_passes_the_vllm_serve_check(adapted, tmp_path):
         run_id = client.get_model_version(registered_name, str(version)).run_id
         report = json.loads(Path(client.download_artifacts(run_id, "serve_check.json", str(tmp_path))).read_text())
         vllm = [finding for finding in report["findings"] if finding["check"] == "decode (vLLM)"]
+        if vllm and vllm[0]["status"] == "skipped" and "no vLLM serving environment" in vllm[0]["detail"]:
+            pytest.skip(f"the serve check's vLLM half did not run: {vllm[0]['detail']}")
         assert vllm and vllm[0]["status"] == "pass", (name, vllm)
 
 

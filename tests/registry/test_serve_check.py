@@ -94,6 +94,30 @@ def test_a_tokenizer_vllm_decodes_differently_fails_the_vllm_half_naming_the_tok
     assert re.search(r"at token \d+ \(id \d+ '[^']+'\)", finding.detail), finding.detail
 
 
+def test_one_vllm_probe_answers_every_check_of_the_process(tiny_model, tmp_path, monkeypatch):
+    """vLLM's Python starts once per process (a sweep, or the family twins' adapts, registers several models): two
+    folders outside the answer cache are answered by the same probe process, each as its own tokenizer decodes (the
+    second's clean-up setting fails it, so nothing of the first folder's answer was reused)."""
+    from vocadapt.platform.model_loading import load_checkpoint_tokenizer
+    from vocadapt.platform.serving import serve_check
+
+    monkeypatch.setattr(serve_check, "_vllm_cache_file",
+                        lambda folder, cases, python: tmp_path / "no-cache" / f"{Path(folder).name}.json")
+    statuses, probes = [], []
+    for name, clean_up in (("plain", False), ("cleaned", True)):
+        model_dir = shutil.copytree(tiny_model, tmp_path / name)
+        if clean_up:
+            _edit_json(model_dir / "tokenizer_config.json", clean_up_tokenization_spaces=True,
+                       clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output=True)
+        tokenizer = load_checkpoint_tokenizer(model_dir)
+        finding = serve_check.check_decoding_vllm(model_dir, tokenizer, serve_check.probe_cases(tokenizer))
+        _vllm_ran(finding)
+        statuses.append(finding.status)
+        probes.append([probe.process.pid for probe in serve_check._VllmProbe._running.values()])
+    assert statuses == ["pass", "fail"], statuses
+    assert len(probes[0]) == 1 and probes[0] == probes[1], probes
+
+
 def test_a_vllm_report_that_encodes_differently_names_the_token(tiny_model):
     """The comparison itself, on a planted answer: vLLM's report is transformers' own, but one case's encoding has
     its third token replaced and another case's stream loses its last token."""
