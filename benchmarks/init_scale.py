@@ -156,7 +156,8 @@ def build_helper(work: Path) -> float:
 def run_child(work: Path, method: str) -> dict:
     """One measured method in this process (called as a child by the parent)."""
     from vocadapt.components.initializers import get_initializer
-    from vocadapt.components.surgery import adapt_checkpoint
+    from vocadapt.components.surgery import Initialisation, adapt_checkpoint
+    from vocadapt.components.surgery.checkpoint import CheckpointWriting
 
     if method == "fvt-loop":
         return fvt_python_loop(work)
@@ -168,9 +169,10 @@ def run_child(work: Path, method: str) -> dict:
 
         options = resolve_wechsel_options({}, "en", "it")
     record = adapt_checkpoint(
-        work / SOURCE_DIR, work / TARGET_DIR, work / "out" / method, name, helper=helper, options=options,
-        corpus_files=[str(CORPUS)], overwrite=True,
-        memory_budget_bytes=None if path == "whole" else BUDGET_MB * 1024 * 1024,
+        work / SOURCE_DIR, work / TARGET_DIR, work / "out" / method,
+        Initialisation(name, options=options, helper=helper, corpus_files=[str(CORPUS)]),
+        writing=CheckpointWriting(overwrite=True,
+                                  memory_budget_bytes=None if path == "whole" else BUDGET_MB * 1024 * 1024),
     )
     return {"copied": record["copied"], "initialised": record["initialised"], "method_seconds": record["method_seconds"],
             "streamed": record["streamed"]}

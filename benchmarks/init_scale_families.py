@@ -83,7 +83,7 @@ def run_child(args: argparse.Namespace) -> dict:
         import torch
 
         from tests.families.test_family_initializers import embedding_only_model
-        from vocadapt.components.surgery import adapt_embeddings
+        from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 
         source = AutoTokenizer.from_pretrained(str(work / "source-tokenizer"))
         target = AutoTokenizer.from_pretrained(str(work / "target"))
@@ -99,21 +99,24 @@ def run_child(args: argparse.Namespace) -> dict:
         before = _vm("VmRSS")
         started, cpu = time.perf_counter(), time.process_time()
         with torch.no_grad():
-            adapt_embeddings(model, source_tokenizer=source, target_tokenizer=target, method=args.method,
-                             mode="expand", seed=3, helper=helper, corpus_files=corpus, options=options)
+            adapt_embeddings(model, Initialisation(args.method, options=options, seed=3, helper=helper,
+                                                   corpus_files=corpus),
+                             source_tokenizer=source, target_tokenizer=target, layout=RowLayout("expand"))
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         peak = _vm("VmHWM")
         matrices = [model.get_input_embeddings().weight] + ([] if family.tied else [model.get_output_embeddings().weight])
         digest = _digest(*matrices)
     else:
-        from vocadapt.components.surgery import adapt_checkpoint
+        from vocadapt.components.surgery import Initialisation, RowLayout, adapt_checkpoint
+        from vocadapt.components.surgery.checkpoint import CheckpointWriting
 
         helper = f"model:{work / 'helper'}" if needs_helper else None
         out = work / f"out-{os.getpid()}"
         before = _vm("VmRSS")
         started, cpu = time.perf_counter(), time.process_time()
-        adapt_checkpoint(work / "checkpoint", work / "target", out, args.method, mode="expand", seed=3, helper=helper,
-                         corpus_files=corpus, options=options, link="symlink")
+        adapt_checkpoint(work / "checkpoint", work / "target", out,
+                         Initialisation(args.method, options=options, seed=3, helper=helper, corpus_files=corpus),
+                         layout=RowLayout("expand"), writing=CheckpointWriting(link="symlink"))
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         peak = _vm("VmHWM")
         names = ["model.embed_tokens.weight"] + ([] if family.tied else ["lm_head.weight"])

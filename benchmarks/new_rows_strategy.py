@@ -17,7 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from vocadapt.components.initializers import configure_initializer
 from vocadapt.components.metrics.bits_per_byte import bits_per_byte
-from vocadapt.components.surgery import adapt_embeddings
+from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 from vocadapt.components.tokenizers.expand import expand_with_top_k
 from vocadapt.components.tokenizers.train import train_tokenizer
 from vocadapt.components.training import LaptData, LaptSettings, train_lapt
@@ -42,9 +42,10 @@ trained = train_tokenizer([assets.corpus("it", "train")], "bytelevel-bpe", 16384
 lexicon = assets.lexicon("en")
 change = expand_with_top_k(src_tok, trained, it_train[:LINES], 5000, protect=en_train[:LINES],
                            protect_words=lexicon.read_text(encoding="utf-8").split() if lexicon else None)
-expanded = adapt_embeddings(copy.deepcopy(source), source_tokenizer=src_tok, target_tokenizer=change.tokenizer,
-                            target_to_source=change.target_to_source, new_target_ids=change.new_token_ids,
-                            method=configure_initializer("fvt"), mode="expand", seed=0)
+expanded = adapt_embeddings(copy.deepcopy(source), Initialisation(configure_initializer("fvt"), seed=0),
+                            source_tokenizer=src_tok, target_tokenizer=change.tokenizer,
+                            layout=RowLayout("expand", target_to_source=change.target_to_source,
+                                             new_target_ids=change.new_token_ids))
 sets = {"held_out_it": read_documents(assets.corpus("it", "validation"))[:DOCS],
         "held_out_en": read_documents(assets.corpus("en", "validation"))[:DOCS],
         "ood_it": out_of_domain_documents("it", limit=DOCS), "ood_en": out_of_domain_documents("en", limit=DOCS)}

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from vocadapt.components.metrics.bits_per_byte import bits_per_byte
-    from vocadapt.components.surgery import adapt_embeddings
+    from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 
     torch.set_num_threads(2)
     console = Console()
@@ -80,9 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     def run(method: str, options: dict) -> dict:
         started = time.perf_counter()
         model = adapt_embeddings(
-            copy.deepcopy(source_model), source_tokenizer=source_tokenizer, target_tokenizer=replacement.tokenizer,
-            target_to_source=replacement.target_to_source, new_target_ids=replacement.new_token_ids, method=method,
-            options=options, helper=helper if method == "salt" else None, corpus_files=corpus, seed=0,
+            copy.deepcopy(source_model),
+            Initialisation(method, options=options, helper=helper if method == "salt" else None, corpus_files=corpus),
+            source_tokenizer=source_tokenizer, target_tokenizer=replacement.tokenizer,
+            layout=RowLayout(target_to_source=replacement.target_to_source, new_target_ids=replacement.new_token_ids),
         )
         seconds = time.perf_counter() - started
         norms = model.get_input_embeddings().weight.detach()[new_ids].norm(dim=1)

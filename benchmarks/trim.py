@@ -124,6 +124,7 @@ def main(argv: list[str]) -> int:
                         "`vocadapt twin llama3_1 --out DIR`)")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
+    from vocadapt.components.surgery.checkpoint import CheckpointWriting
     from vocadapt.components.surgery.trim import trim_checkpoint
     from vocadapt.platform.assets.embedded import load_assets, vocadapt_home
     from vocadapt.platform.assets.sources import read_documents
@@ -136,7 +137,7 @@ def main(argv: list[str]) -> int:
         out = Path(scratch) / "trimmed"
         started = time.perf_counter()
         documents = read_documents((assets.corpus("it", "train"), assets.corpus("en", "train")))
-        record = trim_checkpoint(source, documents, out, min_count=args.min_count, link="copy")
+        record = trim_checkpoint(source, documents, out, min_count=args.min_count, writing=CheckpointWriting(link="copy"))
         trim_seconds = time.perf_counter() - started
         models = {"before": load(source), "after": load(out)}
         results = {name: {"bpb": bits_per_byte_of(*pair, held_out), "vocab_size": len(pair[1]),

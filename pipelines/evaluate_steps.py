@@ -50,12 +50,12 @@ def harness_step(suite: SuiteConfig, contender: Contender, tasks, *, work_dir: P
         for shots, names in groups.items():
             if not names:
                 continue
-            results = harness.run_harness(
-                model, tokenizer, names, include_path=tasks.path if tasks is not None else _cluster_include(),
-                include_defaults=tasks is None, batch_size=suite.harness.batch_size,
-                max_length=suite.harness.max_length, limit=suite.harness.limit, num_fewshot=shots,
-                seed=suite.seed, served=served,
+            settings = harness.HarnessSettings(
+                include_path=tasks.path if tasks is not None else _cluster_include(), include_defaults=tasks is None,
+                batch_size=suite.harness.batch_size, max_length=suite.harness.max_length, limit=suite.harness.limit,
+                num_fewshot=shots, seed=suite.seed,
             )
+            results = harness.run_harness(model, tokenizer, names, settings, served=served)
             scores |= {f"benchmark.{key}": value for key, value in harness.flatten_results(results).items()}
     finally:
         if owned:

@@ -357,7 +357,7 @@ def _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, docume
     Returns the scores and the fvt model (kept for the generation measurement).
     """
     from vocadapt.components.metrics.bits_per_byte import bits_per_byte
-    from vocadapt.components.surgery import adapt_embeddings
+    from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 
     held_out = documents[: settings.bpb_documents]
     options = dict(max_length=settings.max_length, batch_size=settings.batch_size)
@@ -365,9 +365,11 @@ def _zero_shot_bits_per_byte(source_model, source_tokenizer, replacement, docume
     fvt_model = None
     for method in ("fvt", "random"):
         model = adapt_embeddings(
-            copy.deepcopy(source_model), source_tokenizer=source_tokenizer, target_tokenizer=replacement.tokenizer,
-            target_to_source=replacement.target_to_source, new_target_ids=replacement.new_token_ids,
-            method=method, mode="replace", seed=settings.seed, corpus_files=[str(p) for p in corpus.train_files],
+            copy.deepcopy(source_model),
+            Initialisation(method, seed=settings.seed, corpus_files=[str(p) for p in corpus.train_files]),
+            source_tokenizer=source_tokenizer, target_tokenizer=replacement.tokenizer,
+            layout=RowLayout("replace", target_to_source=replacement.target_to_source,
+                             new_target_ids=replacement.new_token_ids),
         ).eval()  # fmt: skip
         scores[method] = bits_per_byte(model, replacement.tokenizer, held_out, **options)
         if method == "fvt":

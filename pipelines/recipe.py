@@ -143,20 +143,20 @@ class Recipe:
         set by ``method``, in memory; the record is what the model's config carries as ``vocadapt_init``."""
         import copy
 
-        from vocadapt.components.surgery import adapt_embeddings
+        from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 
         config = self.config
         model = adapt_embeddings(
             copy.deepcopy(self.source_model),
+            Initialisation(method, seed=config.seed, helper=self.helper if method.needs_helper else None,
+                           corpus_files=[str(p) for p in self.inputs.target_train]),
             source_tokenizer=self.source_tokenizer,
             target_tokenizer=self.target_tokenizer,
-            target_to_source=self.replacement.target_to_source,
-            new_target_ids=self.replacement.new_token_ids,
-            method=method,
-            mode="replace" if config.init.mode == "trim" else config.init.mode,  # a trim replaces, copying every row
-            seed=config.seed,
-            helper=self.helper if method.needs_helper else None,
-            corpus_files=[str(p) for p in self.inputs.target_train],
+            layout=RowLayout(
+                "replace" if config.init.mode == "trim" else config.init.mode,  # a trim replaces, copying every row
+                target_to_source=self.replacement.target_to_source,
+                new_target_ids=self.replacement.new_token_ids,
+            ),
         )
         return model, dict(model.config.vocadapt_init)
 

@@ -70,6 +70,8 @@ def run_trim(model: str, out: Path, *, languages: Sequence[str] = (), corpus_fil
     if Path(out).resolve() == folder.resolve():
         raise UserError(f"--out {out} is the model folder itself; give another folder")
     corpora = trim_corpora(languages, corpus_files)
+    from vocadapt.components.surgery.checkpoint import CheckpointWriting
+
+    extra = {"corpora": [str(path) for path in corpora], "languages": list(languages)}
     return trim_checkpoint(folder, read_documents(corpora), out, min_count=keep.min_count, size=keep.size,
-                           overwrite=overwrite,
-                           record_extra={"corpora": [str(path) for path in corpora], "languages": list(languages)})
+                           writing=CheckpointWriting(overwrite=overwrite, record_extra=extra))

@@ -57,7 +57,8 @@ def register(app: typer.Typer) -> None:
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from vocadapt.components.initializers import MissingHelperError, configure_initializer
-        from vocadapt.components.surgery import adapt_checkpoint
+        from vocadapt.components.surgery import Initialisation, RowLayout, adapt_checkpoint
+        from vocadapt.components.surgery.checkpoint import CheckpointWriting
 
         with user_errors(ValueError, KeyError, FileNotFoundError):
             from vocadapt.cli.values import at_least
@@ -94,9 +95,10 @@ def register(app: typer.Typer) -> None:
             check_helper_files(helper, what="--helper")
             try:
                 record = adapt_checkpoint(
-                    source_model, target_tokenizer, out, configured, mode=mode, seed=seed, helper=helper,
-                    corpus_files=[str(path) for path in corpus], target_vocab_rows=target_vocab_rows,
-                    extra_heads=extra_heads, overwrite=overwrite,
+                    source_model, target_tokenizer, out,
+                    Initialisation(configured, seed=seed, helper=helper, corpus_files=[str(path) for path in corpus]),
+                    layout=RowLayout(mode, target_vocab_rows=target_vocab_rows),
+                    writing=CheckpointWriting(overwrite=overwrite, extra_heads=extra_heads),
                 )
             except MissingHelperError as error:
                 raise UserError(f"{error}: pass --helper fasttext (trained on --corpus), --helper model:DIR (a "

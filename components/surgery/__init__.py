@@ -6,7 +6,8 @@
 """
 
 from vocadapt.components.surgery.checkpoint import adapt_checkpoint
+from vocadapt.components.surgery.matrices import Initialisation
 from vocadapt.components.surgery.in_memory import adapt_embeddings, extra_heads_from_lm_head
-from vocadapt.components.surgery.plan import VocabularyPlan, plan_vocabulary
+from vocadapt.components.surgery.plan import RowLayout, VocabularyPlan, plan_vocabulary
 
-__all__ = ["VocabularyPlan", "adapt_checkpoint", "adapt_embeddings", "extra_heads_from_lm_head", "plan_vocabulary"]
+__all__ = ["Initialisation", "RowLayout", "VocabularyPlan", "adapt_checkpoint", "adapt_embeddings", "extra_heads_from_lm_head", "plan_vocabulary"]

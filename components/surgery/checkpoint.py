@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,9 @@ import torch
 
 from vocadapt.components.surgery import safetensors_files as files
 from vocadapt.components.initializers import ConfiguredInitializer, configure_initializer
-from vocadapt.components.surgery.matrices import adapt_matrix
+from vocadapt.components.surgery.matrices import InitInputs, Initialisation, adapt_matrix
 from vocadapt.components.surgery.in_memory import SPECIAL_ID_FIELDS, target_special_ids
-from vocadapt.components.surgery.plan import plan_vocabulary
+from vocadapt.components.surgery.plan import RowLayout, VocabularyPlan, plan_vocabulary
 from vocadapt.components.surgery.streaming import DEFAULT_BUDGET_BYTES
 
 NEW_SHARD = "model-vocadapt-embeddings.safetensors"
@@ -125,76 +126,101 @@ def _write_shards(source_dir: Path, tmp: Path, weight_map: dict[str, str], new_t
     return dict(sorted(new_map.items())), actions
 
 
-def adapt_checkpoint(
-    source_dir: str | Path,
-    target_tokenizer_dir: str | Path,
-    out_dir: str | Path,
-    method: str | ConfiguredInitializer,
-    *,
-    mode: str = "replace",
-    options: dict[str, Any] | None = None,
-    seed: int = 0,
-    helper: Any = None,
-    corpus_files: list[str] | tuple[str, ...] = (),
-    target_vocab_rows: int | None = None,
-    extra_heads: int = 0,
-    link: str = "hardlink",
-    overwrite: bool = False,
-    source_tokenizer_dir: str | Path | None = None,
-    memory_budget_bytes: int | None = DEFAULT_BUDGET_BYTES,
-    target_to_source: dict[int, int] | None = None,
-    record_extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Adapt a safetensors checkpoint to the target tokenizer; returns the record written to ``vocadapt_init.json``.
+@dataclass(frozen=True)
+class CheckpointWriting:
+    """How the adapted folder is written.
 
-    helper: a :class:`~vocadapt.components.helpers.TokenVectors`, or a helper spec string (``"fasttext"``,
-        ``"model:DIR"``, ``"vectors:FILE"``) resolved against the target tokenizer and ``corpus_files``.
+    link: how unchanged shards reach ``out_dir``: "hardlink" (copy across file systems), "symlink" or "copy".
+    overwrite: replace an existing ``out_dir`` (refused otherwise).
     extra_heads: multi-token prediction ("0.01GB" §5): this many extra heads ``mtp_heads.{i}.weight``, each a copy
         of the adapted LM head.
-    link: how unchanged shards reach ``out_dir``: "hardlink" (copy across file systems), "symlink" or "copy".
     memory_budget_bytes: for a ``columnwise`` method, the float32 column block the matrices are streamed through
         (``streaming``: the peak stays bounded whatever the vocabulary or hidden size; a matrix that fits is one
         block, the same bytes as the whole-matrix path); a ``row_blocks`` method is streamed by rows whenever it is
         not None (the same bytes too). None: every method holds whole matrices.
-    target_to_source: the rows to copy, target id -> source id, when the caller knows them (a trim); default:
-        computed from the tokenizers (``plan_vocabulary``).
     record_extra: entries added to the record (a trim's counts).
+    """
+
+    link: str = "hardlink"
+    overwrite: bool = False
+    extra_heads: int = 0
+    memory_budget_bytes: int | None = DEFAULT_BUDGET_BYTES
+    record_extra: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class _SourceTensors:
+    """The source checkpoint's folder, its weight map (tensor -> shard) and the (role, tensor name) pairs adapted:
+    the input embeddings first, then the LM head when it is a tensor of its own."""
+
+    folder: Path
+    weight_map: dict[str, str]
+    roles: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class _NewRows:
+    """What each matrix's new rows need: the plan, the configured method and what it reads."""
+
+    plan: VocabularyPlan
+    method: ConfiguredInitializer
+    inputs: InitInputs
+
+
+def adapt_checkpoint(
+    source_dir: str | Path,
+    target_tokenizer_dir: str | Path,
+    out_dir: str | Path,
+    initialisation: Initialisation,
+    *,
+    layout: RowLayout = RowLayout(),
+    writing: CheckpointWriting = CheckpointWriting(),
+) -> dict[str, Any]:
+    """Adapt a safetensors checkpoint to the target tokenizer; returns the record written to ``vocadapt_init.json``.
+
+    initialisation: the method and what it reads; its helper is a
+        :class:`~vocadapt.components.helpers.TokenVectors`, or a helper spec string (``"fasttext"``, ``"model:DIR"``,
+        ``"vectors:FILE"``) resolved against the target tokenizer and its ``corpus_files``.
+    layout: replace or expand, the rows, and the rows to copy when the caller knows them (a trim); default:
+        computed from the tokenizers (``plan_vocabulary``).
+    writing: links, overwriting, extra heads, the streaming budget and the record's extra entries.
     """
     from transformers import AutoTokenizer
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
-    method = configure_initializer(method, options)
+    method = configure_initializer(initialisation.method, initialisation.options)
+    helper, seed, extra_heads = initialisation.helper, initialisation.seed, writing.extra_heads
     if not isinstance(helper, str):
         method.check_helper(helper)  # before any work; a spec string is checked once it is resolved below
-    if out_dir.exists() and not overwrite:
+    if out_dir.exists() and not writing.overwrite:
         raise ValueError(f"out_dir {out_dir} already exists; choose another out_dir or pass overwrite=True")
     weight_map = files.weight_map(source_dir)
     if not (source_dir / "config.json").exists():
         raise ValueError(f"{source_dir} has no config.json; give a Hugging Face checkpoint folder")
     input_name, head_name = embedding_tensor_names(source_dir, set(weight_map))
-    source_tokenizer = AutoTokenizer.from_pretrained(str(source_tokenizer_dir or source_dir))
+    source_tokenizer = AutoTokenizer.from_pretrained(str(source_dir))
     target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
     source_rows = files.read_header(source_dir / weight_map[input_name])[0][input_name]["shape"][0]
     # planned before a helper is trained: a tokenizer with ids past the rows is refused before any work
-    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, mode=mode,
-                           target_vocab_rows=target_vocab_rows, target_to_source=target_to_source)
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, layout=layout)
     if isinstance(helper, str):
         from vocadapt.components.helpers import resolve_helper
 
-        helper = resolve_helper(helper, target_tokenizer=target_tokenizer, corpus_files=corpus_files, seed=seed)
+        helper = resolve_helper(helper, target_tokenizer=target_tokenizer,
+                                corpus_files=initialisation.corpus_files, seed=seed)
         method.check_helper(helper)  # "none" resolves to no helper
     roles = [("input", input_name)] + ([("output", head_name)] if head_name and head_name != input_name else [])
+    source = _SourceTensors(source_dir, weight_map, roles)
     started = time.perf_counter()
-    shared = dict(source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
-                  corpus_files=corpus_files)
-    streamed = (method.columnwise or method.row_blocks) and memory_budget_bytes is not None
+    new_rows = _NewRows(plan, method, InitInputs(source_tokenizer, target_tokenizer, seed=seed, helper=helper,
+                                                 corpus_files=initialisation.corpus_files))
+    streamed = (method.columnwise or method.row_blocks) and writing.memory_budget_bytes is not None
     if streamed:  # a column block (columnwise) or a chunk of rows (row_blocks) at a time, never a whole matrix
 
         def write_new_shard(path: Path, scratch: Path) -> dict[str, float]:
-            return _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, shared, extra_heads,
-                                   memory_budget_bytes)
+            return _stream_tensors(path, scratch, source, new_rows, extra_heads, writing.memory_budget_bytes)
     else:
-        new_tensors, seconds = _adapt_tensors(source_dir, weight_map, roles, plan, method, shared)
+        new_tensors, seconds = _adapt_tensors(source, new_rows)
         for index in range(extra_heads):
             new_tensors[EXTRA_HEAD_NAME.format(index=index)] = new_tensors[roles[-1][1]].clone()
 
@@ -204,31 +230,30 @@ def adapt_checkpoint(
             save_file(new_tensors, str(path), metadata={"format": "pt"})
             return seconds
     record = {
-        "method": method.name, "mode": mode, "options": dict(method.options), "seed": seed, **plan.record(),
+        "method": method.name, "mode": layout.mode, "options": dict(method.options), "seed": seed, **plan.record(),
         "tied": len(roles) == 1, "tensors": {role: name for role, name in roles}, "extra_heads": extra_heads,
         "helper": helper.record() if hasattr(helper, "record") else None,
         "source_model": str(source_dir), "target_tokenizer": str(target_tokenizer_dir),
-        "streamed": streamed, **(record_extra or {}),
+        "streamed": streamed, **(writing.record_extra or {}),
     }
-    new_names = [name for _, name in roles] + [EXTRA_HEAD_NAME.format(index=index) for index in range(extra_heads)]
 
     def write_and_note(path: Path, scratch: Path) -> dict[str, float]:
         seconds = write_new_shard(path, scratch)
         record["effective_options"] = method.effective_options()  # once the method ran: what it chose included
         return seconds
 
-    _write_folder(source_dir, out_dir, weight_map, new_names, write_and_note, (source_tokenizer, target_tokenizer),
-                  plan.rows, record, link, overwrite)
+    _write_folder(source, out_dir, write_and_note, new_rows, record, writing)
     record["seconds"] = round(time.perf_counter() - started, 3)
     return record
 
 
-def _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, shared, extra_heads, budget_bytes):
+def _stream_tensors(path, scratch, source: _SourceTensors, new_rows: _NewRows, extra_heads, budget_bytes):
     """The new shard written role by role, each matrix a column block at a time (``streaming``); returns the
     method's seconds per role."""
     from vocadapt.components.surgery import streaming
 
-    sources = {role: streaming.TensorFile(source_dir / weight_map[name], name) for role, name in roles}
+    plan, method, roles = new_rows.plan, new_rows.method, source.roles
+    sources = {role: streaming.TensorFile(source.folder / source.weight_map[name], name) for role, name in roles}
     try:
         declared = [(name, sources[role].dtype, (plan.rows, sources[role].hidden)) for role, name in roles]
         head_role, head_name = roles[-1]
@@ -238,21 +263,22 @@ def _stream_tensors(path, scratch, source_dir, weight_map, roles, plan, method, 
         seconds = {}
         for role, name in roles:
             if method.columnwise:
-                new_rows, seconds[role] = streaming.initialise_by_columns(
-                    sources[role], plan, method, scratch, budget_bytes=budget_bytes, role=role, **shared)
+                rows, seconds[role] = streaming.initialise_by_columns(
+                    sources[role], plan, method, scratch, budget_bytes=budget_bytes, inputs=new_rows.inputs,
+                    role=role)
             else:  # row_blocks: the method reads the rows it needs and its rows are written as they come
-                new_rows, seconds[role] = streaming.initialise_by_rows(sources[role], plan, method, scratch, role=role,
-                                                                       **shared)
-            streaming.write_adapted(writer, sources[role], plan, new_rows)
-            for new_path, _, _ in new_rows:
+                rows, seconds[role] = streaming.initialise_by_rows(sources[role], plan, method, scratch,
+                                                                   inputs=new_rows.inputs, role=role)
+            streaming.write_adapted(writer, sources[role], plan, rows)
+            for new_path, _, _ in rows:
                 new_path.unlink()
             seconds[role] = round(seconds[role], 3)
         for _ in range(extra_heads):
             writer.copy(head_name)
         writer.close()
     finally:
-        for source in sources.values():
-            source.close()
+        for opened in sources.values():
+            opened.close()
     return seconds
 
 
@@ -265,21 +291,26 @@ def read_tensor(shard: Path, name: str) -> torch.Tensor:
         return handle.get_tensor(name)
 
 
-def _adapt_tensors(source_dir, weight_map, roles, plan, method, shared) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+def _adapt_tensors(source: _SourceTensors, new_rows: _NewRows) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """Read, adapt and keep each role's tensor, one at a time (peak: the source matrix being adapted beside the
     adapted ones, each in the checkpoint's dtype)."""
     new_tensors: dict[str, torch.Tensor] = {}
     seconds: dict[str, float] = {}
-    for role, name in roles:
-        source = read_tensor(source_dir / weight_map[name], name)
-        new_tensors[name], seconds[role] = adapt_matrix(source, plan, method, role=role, **shared)
+    for role, name in source.roles:
+        matrix = read_tensor(source.folder / source.weight_map[name], name)
+        new_tensors[name], seconds[role] = adapt_matrix(matrix, new_rows.plan, new_rows.method, new_rows.inputs,
+                                                        role=role)
         seconds[role] = round(seconds[role], 3)
-        del source
+        del matrix
     return new_tensors, seconds
 
 
-def _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, tokenizers, rows, record, link,
-                  overwrite):
+def _write_folder(source: _SourceTensors, out_dir: Path, write_new_shard, new_rows: _NewRows, record: dict[str, Any],
+                  writing: CheckpointWriting) -> None:
+    source_dir, weight_map = source.folder, source.weight_map
+    new_names = [name for _, name in source.roles] + [EXTRA_HEAD_NAME.format(index=index)
+                                                       for index in range(writing.extra_heads)]
+    tokenizers = (new_rows.inputs.source_tokenizer, new_rows.inputs.target_tokenizer)
     tmp = out_dir.parent / f".{out_dir.name}.vocadapt-tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -288,15 +319,15 @@ def _write_folder(source_dir, out_dir, weight_map, new_names, write_new_shard, t
         scratch.mkdir()
         record["method_seconds"] = write_new_shard(tmp / NEW_SHARD, scratch)
         shutil.rmtree(scratch)
-        new_map, actions = _write_shards(source_dir, tmp, weight_map, new_names, link)
+        new_map, actions = _write_shards(source_dir, tmp, weight_map, new_names, writing.link)
         total = sum(files.data_size(tmp / shard) for shard in set(new_map.values()))
         index = {"metadata": {"total_size": total}, "weight_map": new_map}
         (tmp / files.INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
-        (tmp / "config.json").write_text(json.dumps(_updated_config(source_dir, tokenizers, rows), indent=2) + "\n")
+        (tmp / "config.json").write_text(json.dumps(_updated_config(source_dir, tokenizers, new_rows.plan.rows), indent=2) + "\n")
         _copy_side_files(source_dir, tmp, tokenizers, set(weight_map.values()))
         record["shards"] = actions
         (tmp / RECORD_NAME).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-        if out_dir.exists() and overwrite:
+        if out_dir.exists() and writing.overwrite:
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
     except BaseException:

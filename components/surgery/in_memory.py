@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-from vocadapt.components.initializers import ConfiguredInitializer, configure_initializer
-from vocadapt.components.surgery.matrices import adapt_matrix
-from vocadapt.components.surgery.plan import VocabularyPlan, plan_vocabulary
+from vocadapt.components.initializers import configure_initializer
+from vocadapt.components.surgery.matrices import InitInputs, Initialisation, adapt_matrix
+from vocadapt.components.surgery.plan import RowLayout, VocabularyPlan, plan_vocabulary
 
 SPECIAL_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
@@ -62,48 +62,36 @@ def _new_bias(bias: torch.Tensor, plan: VocabularyPlan) -> torch.Tensor:
 
 def adapt_embeddings(
     model: Any,
+    initialisation: Initialisation,
     *,
     source_tokenizer: Any,
     target_tokenizer: Any,
-    target_to_source: dict[int, int] | None = None,
-    new_target_ids: Any = None,
-    method: str | ConfiguredInitializer,
-    mode: str = "replace",
-    options: dict[str, Any] | None = None,
-    seed: int = 0,
-    helper: Any = None,
-    corpus_files: list[str] | tuple[str, ...] = (),
-    target_vocab_rows: int | None = None,
+    layout: RowLayout = RowLayout(),
 ) -> Any:
-    """Give ``model`` the target vocabulary: input embeddings and (if untied) LM head, each from its own matrix.
+    """Give ``model`` the target vocabulary: input embeddings and (if untied) LM head, each from its own matrix,
+    the new rows set as ``initialisation`` says (its helper a ``TokenVectors`` or None).
 
-    target_to_source / new_target_ids: the overlap and the ids to initialise; computed from the tokenizers when
-        None (canonical overlap for "replace"; identity on source ids for "expand").
-    method: a method name (looked up here, with ``options``) or one the caller configured once
-        (``configure_initializer``), options included.
+    layout: replace or expand, the rows, and the overlap and ids to initialise when the caller knows them (computed
+        from the tokenizers otherwise: canonical overlap for "replace"; identity on source ids for "expand").
     Shared rows are copied exactly, special tokens keep their source rows (matched by role), padding rows are kept
     in expansion, and ``config.vocab_size`` and the bos/eos/pad ids follow the target tokenizer.
     Returns the same model, modified in place; what was done is in ``model.config.vocadapt_init`` (a dict: method,
     mode, overlap counts, helper, seconds), which ``save_pretrained`` writes into config.json.
     """
-    method = configure_initializer(method, options)
+    method = configure_initializer(initialisation.method, initialisation.options)
+    seed, helper = initialisation.seed, initialisation.helper
     method.check_helper(helper)
     embeddings = model.get_input_embeddings()
     head = model.get_output_embeddings()
     tied = heads_are_tied(model)
-    plan = plan_vocabulary(
-        source_tokenizer, target_tokenizer, source_rows=embeddings.weight.shape[0], mode=mode,
-        target_to_source=target_to_source, new_target_ids=new_target_ids, target_vocab_rows=target_vocab_rows,
-    )
-    shared = dict(
-        source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, seed=seed, helper=helper,
-        corpus_files=corpus_files,
-    )
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=embeddings.weight.shape[0], layout=layout)
+    inputs = InitInputs(source_tokenizer, target_tokenizer, seed=seed, helper=helper,
+                        corpus_files=initialisation.corpus_files)
     seconds = {}
     with torch.no_grad():
-        new_input, seconds["input"] = adapt_matrix(embeddings.weight.detach(), plan, method, role="input", **shared)
+        new_input, seconds["input"] = adapt_matrix(embeddings.weight.detach(), plan, method, inputs, role="input")
         if not tied:
-            new_output, seconds["output"] = adapt_matrix(head.weight.detach(), plan, method, role="output", **shared)
+            new_output, seconds["output"] = adapt_matrix(head.weight.detach(), plan, method, inputs, role="output")
     pad_id = getattr(target_tokenizer, "pad_token_id", None)
     # _weight: the adapted matrix is the module's weight as is (no throwaway random init of a vocabulary-sized
     # matrix first: 1.4 s at Mistral-7B's 32,000 x 4,096 on a busy 2-core machine)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,21 +16,47 @@ from vocadapt.components.initializers import ConfiguredInitializer, InitProblem
 from vocadapt.components.surgery.plan import VocabularyPlan
 
 
-def _problem(source_matrix: Any, plan: VocabularyPlan, *, role: str, source_tokenizer: Any, target_tokenizer: Any,
-             seed: int = 0, helper: Any = None, corpus_files=(), columns=None, notes=None) -> InitProblem:
+@dataclass(frozen=True)
+class Initialisation:
+    """How a surgery's new rows are set: the method (a registered name, looked up with ``options``, or one the
+    caller configured once with ``configure_initializer``), the seed of its generator, its helper (a
+    :class:`~vocadapt.components.helpers.TokenVectors`, or for a checkpoint surgery a spec string) and the
+    target-language corpus it may read."""
+
+    method: str | ConfiguredInitializer
+    options: dict[str, Any] | None = None
+    seed: int = 0
+    helper: Any = None
+    corpus_files: list[str] | tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InitInputs:
+    """What a configured method reads beside its source matrix: both tokenizers, and the seed, helper (resolved)
+    and corpus of the :class:`Initialisation`."""
+
+    source_tokenizer: Any
+    target_tokenizer: Any
+    seed: int = 0
+    helper: Any = None
+    corpus_files: list[str] | tuple[str, ...] = ()
+
+
+def _problem(source_matrix: Any, plan: VocabularyPlan, method: ConfiguredInitializer, inputs: InitInputs, *,
+             role: str, columns: tuple[int, int] | None = None) -> InitProblem:
     # the matrix as it is (bf16 at 8B scale): each method reads the rows it needs as float32 (InitProblem)
     return InitProblem(
         source_matrix=source_matrix,
         new_target_ids=plan.new_target_ids,
         overlap=plan.target_to_source,
-        source_tokenizer=source_tokenizer,
-        target_tokenizer=target_tokenizer,
+        source_tokenizer=inputs.source_tokenizer,
+        target_tokenizer=inputs.target_tokenizer,
         role=role,
-        generator=torch.Generator().manual_seed(seed),
-        helper=helper,
-        corpus_files=[str(file) for file in corpus_files],
+        generator=torch.Generator().manual_seed(inputs.seed),
+        helper=inputs.helper,
+        corpus_files=[str(file) for file in inputs.corpus_files],
         columns=columns,
-        notes={} if notes is None else notes,
+        notes=method.notes,
     )
 
 
@@ -45,13 +72,9 @@ def initialise_rows(
     source_matrix: torch.Tensor,
     plan: VocabularyPlan,
     method: ConfiguredInitializer,
+    inputs: InitInputs,
     *,
     role: str,
-    source_tokenizer: Any,
-    target_tokenizer: Any,
-    seed: int = 0,
-    helper: Any = None,
-    corpus_files: list[str] | tuple[str, ...] = (),
     columns: tuple[int, int] | None = None,
 ) -> torch.Tensor:
     """(N, hidden) float32 rows for ``plan.new_target_ids``, checked for shape and finiteness.
@@ -59,24 +82,20 @@ def initialise_rows(
     columns: (first column, full hidden size) when ``source_matrix`` is a column block (streamed surgery).
 
     method: resolved once by the caller (``configure_initializer``), options checked. Each role gets a generator
-    seeded with ``seed``, so a tied and an untied model draw the same random choices.
+    seeded with ``inputs.seed``, so a tied and an untied model draw the same random choices.
     """
-    problem = _problem(source_matrix, plan, role=role, source_tokenizer=source_tokenizer,
-                       target_tokenizer=target_tokenizer, seed=seed, helper=helper, corpus_files=corpus_files,
-                       columns=columns, notes=method.notes)
+    problem = _problem(source_matrix, plan, method, inputs, role=role, columns=columns)
     return _check(method(problem), method, role, (len(plan.new_target_ids), source_matrix.shape[1]))
 
 
 def initialise_row_blocks(
-    source_rows: Any, plan: VocabularyPlan, method: ConfiguredInitializer, **problem: Any
+    source_rows: Any, plan: VocabularyPlan, method: ConfiguredInitializer, inputs: InitInputs, *, role: str
 ) -> Iterator[torch.Tensor]:
     """A ``row_blocks`` method's rows for ``plan.new_target_ids`` as consecutive float32 row blocks, each checked
     for width and finiteness, and their count checked at the end; ``source_rows`` is a tensor or a
-    :class:`~vocadapt.components.initializers.SourceRows` (the rows stay on disk). ``problem``: the keywords of
-    :func:`initialise_rows` but ``columns``; the problem is the one it builds, so the blocks concatenate to its rows
-    byte for byte."""
-    role = problem["role"]
-    built = _problem(source_rows, plan, notes=method.notes, **problem)
+    :class:`~vocadapt.components.initializers.SourceRows` (the rows stay on disk). The problem is the one
+    :func:`initialise_rows` builds, so the blocks concatenate to its rows byte for byte."""
+    built = _problem(source_rows, plan, method, inputs, role=role)
     hidden, done = source_rows.shape[1], 0
     for block in method.blocks(built):
         yield _check(block, method, role, (block.shape[0], hidden))
@@ -119,10 +138,11 @@ def assemble_matrix(
 
 
 def adapt_matrix(
-    source_matrix: torch.Tensor, plan: VocabularyPlan, method: ConfiguredInitializer, *, dtype: torch.dtype | None = None, **kwargs: Any
+    source_matrix: torch.Tensor, plan: VocabularyPlan, method: ConfiguredInitializer, inputs: InitInputs, *,
+    role: str, dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, float]:
     """The adapted (plan.rows, hidden) matrix (in ``dtype``, default the source's) and the seconds the method took."""
     started = time.perf_counter()
-    rows = initialise_rows(source_matrix, plan, method, **kwargs)
+    rows = initialise_rows(source_matrix, plan, method, inputs, role=role)
     seconds = time.perf_counter() - started
     return assemble_matrix(source_matrix, plan, rows, dtype), seconds

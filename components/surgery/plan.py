@@ -19,6 +19,23 @@ import torch
 from vocadapt.components.errors import UserError
 
 
+@dataclass(frozen=True)
+class RowLayout:
+    """How the adapted matrices' rows are laid out.
+
+    mode: "replace" or "expand".
+    target_vocab_rows: rows of the adapted matrices (e.g. padded to a multiple of 64). None: the target's token
+        count for replacement, max(source rows, target token count) for expansion.
+    target_to_source / new_target_ids: the rows to copy (target id -> source id) and the ids to initialise, when
+        the caller knows them (a trim, a vocabulary change already computed); None: computed from the tokenizers.
+    """
+
+    mode: str = "replace"
+    target_vocab_rows: int | None = None
+    target_to_source: dict[int, int] | None = None
+    new_target_ids: Any = None
+
+
 @dataclass
 class VocabularyPlan:
     """mode: "replace" or "expand".
@@ -105,16 +122,11 @@ def plan_vocabulary(
     target_tokenizer: Any,
     *,
     source_rows: int,
-    mode: str = "replace",
-    target_to_source: dict[int, int] | None = None,
-    new_target_ids: Any = None,
-    target_vocab_rows: int | None = None,
+    layout: RowLayout = RowLayout(),
 ) -> VocabularyPlan:
-    """Plan the rows; ``target_to_source`` / ``new_target_ids`` given by the caller win over the computed ones.
-
-    target_vocab_rows: rows of the adapted matrices (e.g. padded to a multiple of 64). Default: the target's token
-        count for replacement, max(source rows, target token count) for expansion.
-    """
+    """Plan the rows as ``layout`` says; its ``target_to_source`` / ``new_target_ids`` win over the computed ones."""
+    mode, target_vocab_rows = layout.mode, layout.target_vocab_rows
+    target_to_source, new_target_ids = layout.target_to_source, layout.new_target_ids
     if mode not in ("replace", "expand"):
         raise ValueError(f"mode must be 'replace' or 'expand', got {mode!r}")
     check_tokenizer_fits(source_tokenizer, source_rows)

@@ -14,7 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vocadapt.components.surgery.checkpoint import adapt_checkpoint
+import dataclasses
+
+from vocadapt.components.surgery.checkpoint import CheckpointWriting, adapt_checkpoint
+from vocadapt.components.surgery.matrices import Initialisation
+from vocadapt.components.surgery.plan import RowLayout
 
 
 def trim_checkpoint(
@@ -24,21 +28,19 @@ def trim_checkpoint(
     *,
     min_count: int | None = None,
     size: int | None = None,
-    overwrite: bool = False,
-    link: str = "hardlink",
-    record_extra: dict[str, Any] | None = None,
+    writing: CheckpointWriting = CheckpointWriting(),
 ) -> dict[str, Any]:
     """Write ``out_dir``: ``source_dir`` with its vocabulary trimmed to what ``documents`` use (see
     :func:`~vocadapt.components.tokenizers.trim.trim_tokenizer` for ``min_count`` / ``size``). Returns the record
     written to ``vocadapt_init.json`` (the plan, the trim's counts under ``trim``, and the parameter counts before
-    and after, as ``vocadapt params`` gives them, under ``parameters``; ``record_extra`` added)."""
+    and after, as ``vocadapt params`` gives them, under ``parameters``; ``writing.record_extra`` added)."""
     from transformers import AutoTokenizer
 
     from vocadapt.components.tokenizers.params import load_model_config, vocabulary_change
     from vocadapt.components.tokenizers.trim import trim_tokenizer
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
-    if out_dir.exists() and not overwrite:
+    if out_dir.exists() and not writing.overwrite:
         raise ValueError(f"out_dir {out_dir} already exists; choose another out_dir or pass overwrite=True")
     trim = trim_tokenizer(AutoTokenizer.from_pretrained(str(source_dir)), documents, min_count=min_count, size=size)
     parameters = vocabulary_change(load_model_config(source_dir), len(trim.tokenizer))
@@ -46,11 +48,12 @@ def trim_checkpoint(
     try:
         trim.tokenizer.save_pretrained(str(staging))
         # "random" streams column blocks and draws nothing here: every row is copied
+        record_extra = {"mode": "trim", "method": "copy", "target_tokenizer": "trimmed source tokenizer",
+                        "trim": trim.record(), "parameters": parameters, **(writing.record_extra or {})}
         return adapt_checkpoint(
-            source_dir, staging, out_dir, "random", mode="replace", target_to_source=trim.target_to_source,
-            overwrite=overwrite, link=link,
-            record_extra={"mode": "trim", "method": "copy", "target_tokenizer": "trimmed source tokenizer",
-                          "trim": trim.record(), "parameters": parameters, **(record_extra or {})},
+            source_dir, staging, out_dir, Initialisation("random"),
+            layout=RowLayout("replace", target_to_source=trim.target_to_source),
+            writing=dataclasses.replace(writing, record_extra=record_extra),
         )
     finally:
         shutil.rmtree(staging, ignore_errors=True)

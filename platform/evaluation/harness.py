@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,18 +106,27 @@ def completions_model(base_url: str, model_name: str, tokenizer_dir: Path, *, ba
                         "pip install 'lm-eval[api]==0.4.13', or use generation.backend=transformers") from error
 
 
+@dataclass(frozen=True)
+class HarnessSettings:
+    """How lm-eval runs the tasks: the folder of our own task YAMLs (``include_path``) and whether lm-eval's
+    built-in tasks are indexed too, the batch and the longest sequence, at most ``limit`` items per task, the
+    few-shot examples (None: each task's default) and the seed of every draw."""
+
+    include_path: Path | None = None
+    include_defaults: bool = False
+    batch_size: int = 8
+    max_length: int = 512
+    limit: int | None = None
+    num_fewshot: int | None = None
+    seed: int = 0
+
+
 def run_harness(
     model,
     tokenizer,
     tasks: Sequence[str],
+    settings: HarnessSettings = HarnessSettings(),
     *,
-    include_path: Path | None = None,
-    include_defaults: bool = False,
-    batch_size: int = 8,
-    max_length: int = 512,
-    limit: int | None = None,
-    num_fewshot: int | None = None,
-    seed: int = 0,
     served: ServedGeneration | None = None,
 ) -> dict[str, Any]:
     """Score ``model`` (a transformers causal LM in memory) on ``tasks``; returns lm-eval's results dict.
@@ -127,7 +137,9 @@ def run_harness(
     offline_environment()
     from lm_eval.models.huggingface import HFLM
 
-    manager = task_manager(include_path, include_defaults=include_defaults)
+    batch_size, max_length, seed = settings.batch_size, settings.max_length, settings.seed
+    limit, num_fewshot = settings.limit, settings.num_fewshot
+    manager = task_manager(settings.include_path, include_defaults=settings.include_defaults)
     missing = unresolved_tasks(tasks, manager)
     if missing:
         raise ValueError(f"lm-eval does not know the tasks {missing}: check the suite's task names "

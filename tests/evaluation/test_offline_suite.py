@@ -57,14 +57,14 @@ def test_missing_held_out_data_fails_before_writing(tmp_path, held_out, quick_su
 
 @pytest.mark.timeout(300)
 def test_lm_eval_scores_the_tasks_in_memory(tmp_path, held_out, quick_suite_overrides, adapted_model_dir):
-    from vocadapt.platform.evaluation.harness import flatten_results, run_harness
+    from vocadapt.platform.evaluation.harness import HarnessSettings, flatten_results, run_harness
     from vocadapt.platform.model_loading import load_model
 
     suite = load_suite("offline", quick_suite_overrides)
     tasks = build_offline_tasks(suite, held_out, tmp_path / "tasks")
     model, tokenizer = load_model(adapted_model_dir)
-    results = run_harness(model, tokenizer, tasks.tasks, include_path=tasks.path, batch_size=4, max_length=256,
-                          limit=6)
+    results = run_harness(model, tokenizer, tasks.tasks,
+                          HarnessSettings(include_path=tasks.path, batch_size=4, max_length=256, limit=6))
     scores = flatten_results(results)
     for lang in ("it", "en"):
         for metric in ("acc", "acc_norm", "acc_bytes"):
@@ -73,7 +73,7 @@ def test_lm_eval_scores_the_tasks_in_memory(tmp_path, held_out, quick_suite_over
     assert "vocadapt_translation_it_en.chrf" in scores
     assert not [key for key in scores if key.endswith("sample_len")]
     with pytest.raises(ValueError, match="does not know the tasks"):
-        run_harness(model, tokenizer, ["vocadapt_no_such_task"], include_path=tasks.path)
+        run_harness(model, tokenizer, ["vocadapt_no_such_task"], HarnessSettings(include_path=tasks.path))
 
 
 @pytest.mark.timeout(300)

@@ -78,9 +78,9 @@ def test_harness_step_runs_each_shot_count_once(monkeypatch):
 
     calls = []
 
-    def fake_run_harness(model, tokenizer, tasks, *, num_fewshot, **options):
-        calls.append((tuple(tasks), num_fewshot))
-        return {"results": {task: {"score,none": float(num_fewshot)} for task in tasks}}
+    def fake_run_harness(model, tokenizer, tasks, settings, *, served=None):
+        calls.append((tuple(tasks), settings.num_fewshot))
+        return {"results": {task: {"score,none": float(settings.num_fewshot)} for task in tasks}}
 
     monkeypatch.setattr(harness, "run_harness", fake_run_harness)
     suite = load_suite("cluster-it", {"tasks": ["arc_it", "vocadapt_squad_it", "xcopa_it"],

@@ -33,7 +33,8 @@ import torch
 from tests.families import family_surgery_world as world
 from tests.initializers.test_registry import OPTIONS
 from vocadapt.components.initializers import available_initializers, get_initializer
-from vocadapt.components.surgery import adapt_checkpoint, adapt_embeddings, plan_vocabulary
+from vocadapt.components.surgery import Initialisation, RowLayout, adapt_checkpoint, adapt_embeddings, plan_vocabulary
+from vocadapt.components.surgery.checkpoint import CheckpointWriting
 from vocadapt.platform.families.catalogue import model_family
 
 METHODS = available_initializers()
@@ -111,8 +112,9 @@ def _adapt(name: str, method: str, mode: str, source_input, source_output, sourc
     if get_initializer(method).needs_helper:
         helper = resolve_helper(f"model:{helper_dir}", target_tokenizer=target)
     model = embedding_only_model(name, source_input, source_output)
-    adapt_embeddings(model, source_tokenizer=source, target_tokenizer=target, method=method, mode=mode, seed=3,
-                     helper=helper, corpus_files=[world.italian_corpus_file()], options=OPTIONS.get(method))
+    adapt_embeddings(model, Initialisation(method, options=OPTIONS.get(method), seed=3, helper=helper,
+                                           corpus_files=[world.italian_corpus_file()]),
+                     source_tokenizer=source, target_tokenizer=target, layout=RowLayout(mode))
     return model
 
 
@@ -183,7 +185,7 @@ def test_every_method_at_the_real_shape_expanded(method, expanded_family):
     name, source, target = expanded_family["name"], expanded_family["source"], expanded_family["target"]
     source_input, source_output = expanded_family["input"], expanded_family["output"]
     model = _adapt(name, method, "expand", source_input, source_output, source, target, expanded_family["helper_dir"])
-    plan = plan_vocabulary(source, target, source_rows=source_input.shape[0], mode="expand")
+    plan = plan_vocabulary(source, target, source_rows=source_input.shape[0], layout=RowLayout("expand"))
     assert len(plan.new_target_ids) == len(target) - len(source) > 250
     check_adapted(model, plan, source_input, source_output, source, target)
     if method not in SEEDED_DRAWS or name != TWICE_ON:
@@ -207,7 +209,7 @@ def test_llama2_7b_shape_replaced_by_an_italian_tokenizer(method, family_tokeniz
     source_input, source_output = world.seeded_matrix(rows, hidden, seed=0), world.seeded_matrix(rows, hidden, seed=1)
     model = _adapt("llama2", method, "replace", source_input, source_output, source, target,
                    world.helper_model_dir(target_dir))
-    plan = plan_vocabulary(source, target, source_rows=rows, mode="replace")
+    plan = plan_vocabulary(source, target, source_rows=rows, layout=RowLayout("replace"))
     assert plan.rows == len(target) == 2000 and len(plan.target_to_source) > 500
     check_adapted(model, plan, source_input, source_output, source, target)
 
@@ -226,7 +228,7 @@ def check_checkpoint(out, record, name: str, source, target, mode: str):
     tensors = ["model.embed_tokens.weight"] + ([] if family.tied else ["lm_head.weight"])
     assert record["tied"] == family.tied and sorted(record["tensors"].values()) == sorted(tensors)
     new_ids = {start + offset for start, end in record["new_id_ranges"] for offset in range(end - start)}
-    plan = plan_vocabulary(source, target, source_rows=source_rows, mode=mode)
+    plan = plan_vocabulary(source, target, source_rows=source_rows, layout=RowLayout(mode))
     assert len(new_ids) == record["initialised"] == len(plan.new_target_ids)
     for seed, tensor in enumerate(tensors):
         rows_seen = 0
@@ -274,8 +276,9 @@ def test_checkpoint_surgery_at_the_real_shape(name, mode, methods, family_tokeni
     target = AutoTokenizer.from_pretrained(str(target_dir))
     for method in methods:
         helper = f"model:{world.helper_model_dir(target_dir)}" if get_initializer(method).needs_helper else None
-        record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out", method, mode=mode, seed=3, helper=helper,
-                                  corpus_files=[world.italian_corpus_file()], link="symlink")
+        record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out",
+                                  Initialisation(method, seed=3, helper=helper, corpus_files=[world.italian_corpus_file()]),
+                                  layout=RowLayout(mode), writing=CheckpointWriting(link="symlink"))
         assert record["streamed"] and record["method"] == method
         check_checkpoint(tmp_path / "out", record, name, source, target, mode)
         shutil.rmtree(tmp_path / "out")  # the next method's output in its place (GBs each)

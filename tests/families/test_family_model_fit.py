@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from tests.families import family_surgery_world as world
 from vocadapt.cli.app import app
 from vocadapt.components.errors import UserError
-from vocadapt.components.surgery import adapt_checkpoint
+from vocadapt.components.surgery import Initialisation, RowLayout, adapt_checkpoint
+from vocadapt.components.surgery.checkpoint import CheckpointWriting
 from vocadapt.platform.families.catalogue import model_family
 
 HIDDEN = 8
@@ -81,7 +82,8 @@ def test_expansion_of_a_padded_vocabulary(name, family_tokenizers, load_family_t
     assert len(set(target_vocabulary.values())) == len(target_vocabulary)  # no two tokens share an id
 
     source_dir = world.write_family_checkpoint(tmp_path / "source", name, family_tokenizers[name], hidden=HIDDEN)
-    record = adapt_checkpoint(source_dir, expanded_dir, tmp_path / "out", "fvt", mode="expand", link="symlink")
+    record = adapt_checkpoint(source_dir, expanded_dir, tmp_path / "out", Initialisation("fvt"),
+                              layout=RowLayout("expand"), writing=CheckpointWriting(link="symlink"))
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     rows = max(family.vocab_rows, highest + 1 + world.NEW_TOKENS)
     assert config["vocab_size"] == record["rows"] == rows > max(target_vocabulary.values())

@@ -11,7 +11,8 @@ import torch
 from tests.initializers.test_registry import OPTIONS
 from tests.initializers.tiny_world import expand_bpe
 from vocadapt.components.initializers import InitProblem, available_initializers, get_initializer
-from vocadapt.components.surgery import adapt_checkpoint, plan_vocabulary
+from vocadapt.components.surgery import Initialisation, RowLayout, adapt_checkpoint, plan_vocabulary
+from vocadapt.components.surgery.checkpoint import CheckpointWriting
 
 HIDDEN = 256  # four 64-column blocks under the smallest budget
 COLUMNWISE = [name for name in available_initializers() if get_initializer(name).columnwise]
@@ -48,7 +49,7 @@ def test_columnwise_methods_give_the_same_rows_block_by_block(method, mode, sour
     torch.manual_seed(1)
     source = torch.randn(len(source_tokenizer) + 5, HIDDEN)  # padding rows past the tokenizer, as checkpoints have
     target = target_tokenizer if mode == "replace" else expanded_tokenizer
-    plan = plan_vocabulary(source_tokenizer, target, source_rows=source.shape[0], mode=mode)
+    plan = plan_vocabulary(source_tokenizer, target, source_rows=source.shape[0], layout=RowLayout(mode))
     initializer = get_initializer(method).configure(OPTIONS.get(method))
 
     def rows(matrix: torch.Tensor, first: int = 0) -> torch.Tensor:
@@ -134,12 +135,12 @@ def test_streamed_surgery_writes_the_same_bytes_through_a_small_budget(
     if row_blocks:  # read and draw in chunks of 16 rows: several chunks on the tiny vocabulary
         module = __import__(f"vocadapt.components.initializers.{method}", fromlist=["CHUNK_ROWS"])
         monkeypatch.setattr(module, "CHUNK_ROWS", 16)
-    common = dict(mode=mode, corpus_files=[corpus_file], extra_heads=1, seed=5, options=OPTIONS.get(method),
-                  helper=fasttext_helper if get_initializer(method).needs_helper else None)
-    streamed = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed", method,
-                                memory_budget_bytes=budget, **common)
-    whole = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "whole", method, memory_budget_bytes=None,
-                             **common)
+    initialisation = Initialisation(method, options=OPTIONS.get(method), seed=5, corpus_files=[corpus_file],
+                                    helper=fasttext_helper if get_initializer(method).needs_helper else None)
+    streamed = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed", initialisation,
+                                layout=RowLayout(mode), writing=CheckpointWriting(extra_heads=1, memory_budget_bytes=budget))
+    whole = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "whole", initialisation,
+                             layout=RowLayout(mode), writing=CheckpointWriting(extra_heads=1, memory_budget_bytes=None))
     assert streamed["streamed"] and not whole["streamed"]
     if row_blocks:  # never the whole matrix: the rows it reads come 16 at a time
         assert not seen and read and max(read) <= 16
@@ -182,8 +183,9 @@ def test_blocks_are_sized_for_the_new_rows_too(tmp_path, monkeypatch, source_tok
 
     monkeypatch.setattr(streaming, "column_width", spy)
     rows = len(source_tokenizer) + 3
-    report = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed", "fvt", mode="replace",
-                              corpus_files=[corpus_file], extra_heads=1, seed=5, memory_budget_bytes=rows * 4 * 64)
+    report = adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "streamed",
+                              Initialisation("fvt", corpus_files=[corpus_file], seed=5),
+                              writing=CheckpointWriting(extra_heads=1, memory_budget_bytes=rows * 4 * 64))
     assert report["streamed"] and asked
     new_tokens = asked[0] - rows
     assert new_tokens > 0 and all(count == asked[0] for count in asked)
@@ -208,7 +210,7 @@ def test_row_block_methods_yield_bounded_blocks(monkeypatch, source_tokenizer, t
     """A ``row_blocks`` method yields at most CHUNK_ROWS rows at a time, and its blocks are its whole rows."""
     torch.manual_seed(2)
     source = torch.randn(len(source_tokenizer), HIDDEN)
-    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source.shape[0], mode="replace")
+    plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source.shape[0], layout=RowLayout("replace"))
     for method in ROW_BLOCKS:
         module = __import__(f"vocadapt.components.initializers.{method}", fromlist=["CHUNK_ROWS"])
         monkeypatch.setattr(module, "CHUNK_ROWS", 16)
@@ -245,6 +247,6 @@ def test_a_row_block_method_failing_mid_stream_leaves_nothing_half_written(tmp_p
     monkeypatch.setitem(_REGISTRY, "multivariate", dataclasses.replace(entry, row_block_function=failing))
     monkeypatch.setattr(module, "CHUNK_ROWS", 16)
     with pytest.raises(RuntimeError, match="multivariate.*non-finite"):
-        adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "out", "multivariate", mode="replace", seed=5,
-                         memory_budget_bytes=(len(source_tokenizer) + 3) * 4 * 64)
+        adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "out", Initialisation("multivariate", seed=5),
+                         writing=CheckpointWriting(memory_budget_bytes=(len(source_tokenizer) + 3) * 4 * 64))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["source", "target"]

@@ -25,7 +25,7 @@ def matrix_digests(folder: str) -> dict[str, str]:
     from transformers import AutoTokenizer
 
     from vocadapt.components.helpers import TokenVectors
-    from vocadapt.components.surgery import adapt_embeddings
+    from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 
     world = Path(folder)
     source = AutoTokenizer.from_pretrained(str(world / "source"))
@@ -38,9 +38,10 @@ def matrix_digests(folder: str) -> dict[str, str]:
         target = AutoTokenizer.from_pretrained(str(world / mode))
         for method in available_initializers():
             model = adapt_embeddings(
-                tiny_llama(len(source), tied=False), source_tokenizer=source, target_tokenizer=target, method=method,
-                mode=mode, helper=helper if get_initializer(method).needs_helper else None,
-                corpus_files=[str(world / "italian.txt")], seed=5, options=OPTIONS.get(method),
+                tiny_llama(len(source), tied=False),
+                Initialisation(method, options=OPTIONS.get(method), seed=5, corpus_files=[str(world / "italian.txt")],
+                               helper=helper if get_initializer(method).needs_helper else None),
+                source_tokenizer=source, target_tokenizer=target, layout=RowLayout(mode),
             )
             digest = hashlib.sha256()
             for matrix in (model.get_input_embeddings().weight, model.get_output_embeddings().weight):

@@ -208,9 +208,9 @@ def test_unseen_fvt_gives_tokens_without_a_vector_their_fvt_rows(source_tokenize
     import dataclasses
 
     from vocadapt.components.initializers._common import helper_rows
-    from vocadapt.components.surgery import plan_vocabulary
+    from vocadapt.components.surgery import RowLayout, plan_vocabulary
 
-    plan = plan_vocabulary(source_tokenizer, expanded_tokenizer, source_rows=len(source_tokenizer), mode="expand")
+    plan = plan_vocabulary(source_tokenizer, expanded_tokenizer, source_rows=len(source_tokenizer), layout=RowLayout("expand"))
     _, known = helper_rows(fasttext_helper, plan.new_target_ids)
     assert 0 < int((~known).sum()) < len(known)  # the helper was trained for another tokenizer: some ids lack one
     source = torch.randn(len(source_tokenizer), 16, generator=torch.Generator().manual_seed(2))

@@ -9,7 +9,7 @@ import torch
 
 from tests.initializers.tiny_world import tiny_llama
 from vocadapt.components.initializers import available_initializers, get_initializer
-from vocadapt.components.surgery import adapt_embeddings, plan_vocabulary
+from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings, plan_vocabulary
 
 METHODS = available_initializers()
 # Methods that read files their options name: the tiny ones of their own tests (WECHSEL: fastText models, dictionary).
@@ -56,9 +56,9 @@ def _adapt(method, tied, mode, source_tokenizer, target, helper, corpus_file):
     source_input = model.get_input_embeddings().weight.detach().clone()
     source_output = model.get_output_embeddings().weight.detach().clone()
     adapt_embeddings(
-        model, source_tokenizer=source_tokenizer, target_tokenizer=target, method=method, mode=mode,
-        helper=helper if get_initializer(method).needs_helper else None, corpus_files=[corpus_file], seed=3,
-        options=OPTIONS.get(method),
+        model, Initialisation(method, options=OPTIONS.get(method), seed=3, corpus_files=[corpus_file],
+                              helper=helper if get_initializer(method).needs_helper else None),
+        source_tokenizer=source_tokenizer, target_tokenizer=target, layout=RowLayout(mode),
     )
     return model, source_input, source_output
 
@@ -69,7 +69,7 @@ def _adapt(method, tied, mode, source_tokenizer, target, helper, corpus_file):
 def test_every_method(method, tied, mode, source_tokenizer, target_tokenizer, expanded_tokenizer, fasttext_helper, corpus_file):
     target = target_tokenizer if mode == "replace" else expanded_tokenizer
     model, source_input, source_output = _adapt(method, tied, mode, source_tokenizer, target, fasttext_helper, corpus_file)
-    plan = plan_vocabulary(source_tokenizer, target, source_rows=source_input.shape[0], mode=mode)
+    plan = plan_vocabulary(source_tokenizer, target, source_rows=source_input.shape[0], layout=RowLayout(mode))
     new_input = model.get_input_embeddings().weight.detach()
     new_output = model.get_output_embeddings().weight.detach()
     assert new_input.shape == (plan.rows, 32) and new_output.shape == (plan.rows, 32)
@@ -102,7 +102,7 @@ def test_helper_methods_without_helper_stop_before_any_work(method, source_token
     before = model.get_input_embeddings().weight.detach().clone()
     without = ", ".join(available_initializers(needs_helper=False))
     with pytest.raises(MissingHelperError, match=f"needs a helper .*fasttext.*without a helper: {without}$") as error:
-        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method=method)
+        adapt_embeddings(model, Initialisation(method), source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
     assert "--" not in str(error.value) and "init.helper" not in str(error.value)  # the callers add how to give one
     assert torch.equal(model.get_input_embeddings().weight, before) and model.config.vocab_size == len(source_tokenizer)
 
@@ -110,7 +110,8 @@ def test_helper_methods_without_helper_stop_before_any_work(method, source_token
 def test_unknown_method_and_option_are_rejected(source_tokenizer, target_tokenizer):
     model = tiny_llama(len(source_tokenizer), tied=True)
     with pytest.raises(KeyError, match="choose one of"):
-        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="wechsle")
+        adapt_embeddings(model, Initialisation("wechsle"), source_tokenizer=source_tokenizer,
+                         target_tokenizer=target_tokenizer)
     with pytest.raises(ValueError, match="has no option"):
-        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt",
-                         options={"temperature": 1})
+        adapt_embeddings(model, Initialisation("fvt", options={"temperature": 1}), source_tokenizer=source_tokenizer,
+                         target_tokenizer=target_tokenizer)

@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from tests.initializers.tiny_world import expand_bpe, metaspace_tokenizer, synthetic_lines, ENGLISH, ITALIAN, tiny_llama
-from vocadapt.components.surgery import adapt_checkpoint, adapt_embeddings, extra_heads_from_lm_head, plan_vocabulary
+from vocadapt.components.surgery import (Initialisation, RowLayout, adapt_checkpoint, adapt_embeddings, extra_heads_from_lm_head,
+                                         plan_vocabulary)
+from vocadapt.components.surgery.checkpoint import CheckpointWriting
 
 
 def test_untied_head_rows_come_from_the_head(source_tokenizer, target_tokenizer):
@@ -18,7 +20,7 @@ def test_untied_head_rows_come_from_the_head(source_tokenizer, target_tokenizer)
     model = tiny_llama(len(source_tokenizer), tied=False)
     head = model.lm_head.weight.detach().clone()
     plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=head.shape[0])
-    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt")
+    adapt_embeddings(model, Initialisation("fvt"), source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
     new_ids = plan.new_target_ids.tolist()
     expected = torch.stack([head[pieces].mean(0) for pieces in source_pieces(target_tokenizer, new_ids, source_tokenizer)])
     assert torch.allclose(model.lm_head.weight[new_ids], expected, atol=1e-6)  # from the head, never the input rows
@@ -28,7 +30,7 @@ def test_untied_head_rows_come_from_the_head(source_tokenizer, target_tokenizer)
 def test_special_tokens_keep_their_rows_and_config_ids_follow(source_tokenizer, target_tokenizer):
     model = tiny_llama(len(source_tokenizer), tied=True)
     source_rows = model.get_input_embeddings().weight.detach().clone()
-    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="random")
+    adapt_embeddings(model, Initialisation("random"), source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
     rows = model.get_input_embeddings().weight
     for role in ("bos", "eos", "pad"):
         target_id, source_id = getattr(target_tokenizer, f"{role}_token_id"), getattr(source_tokenizer, f"{role}_token_id")
@@ -41,8 +43,8 @@ def test_expansion_of_a_byte_level_tokenizer_keeps_padding_rows(source_tokenizer
     model = tiny_llama(padded_rows, tied=False)
     before_input = model.get_input_embeddings().weight.detach().clone()
     before_head = model.lm_head.weight.detach().clone()
-    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=expanded_tokenizer, method="merge",
-                     mode="expand", target_vocab_rows=padded_rows + 64)
+    adapt_embeddings(model, Initialisation("merge"), source_tokenizer=source_tokenizer,
+                     target_tokenizer=expanded_tokenizer, layout=RowLayout("expand", target_vocab_rows=padded_rows + 64))
     new_count = len(expanded_tokenizer) - len(source_tokenizer)
     assert new_count > 10 and model.config.vocab_size == padded_rows + 64
     rows = model.get_input_embeddings().weight
@@ -66,8 +68,8 @@ def test_expansion_of_a_sentencepiece_tokenizer(tmp_path, method, tied):
     before_head = model.get_output_embeddings().weight.detach().clone()
     corpus = tmp_path / "it.txt"
     corpus.write_text("\n".join(synthetic_lines(ITALIAN, 50, seed=7)), encoding="utf-8")
-    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=expanded, method=method,
-                     mode="expand", corpus_files=[str(corpus)])
+    adapt_embeddings(model, Initialisation(method, corpus_files=[str(corpus)]), source_tokenizer=source_tokenizer,
+                     target_tokenizer=expanded, layout=RowLayout("expand"))
     assert len(expanded) > len(source_tokenizer)
     assert torch.equal(model.get_input_embeddings().weight[: len(source_tokenizer)], before)
     assert torch.equal(model.get_output_embeddings().weight[: len(source_tokenizer)], before_head)
@@ -82,14 +84,14 @@ def test_expansion_of_a_sentencepiece_tokenizer(tmp_path, method, tied):
 def test_expansion_rejects_a_tokenizer_that_moves_source_ids(source_tokenizer, target_tokenizer):
     model = tiny_llama(len(source_tokenizer), tied=True)
     with pytest.raises(ValueError, match="keeps every source token at its id"):
-        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
-                         method="fvt", mode="expand")
+        adapt_embeddings(model, Initialisation("fvt"), source_tokenizer=source_tokenizer,
+                         target_tokenizer=target_tokenizer, layout=RowLayout("expand"))
 
 
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
 def test_extra_heads_copy_the_adapted_lm_head(source_tokenizer, target_tokenizer, tied):
     model = tiny_llama(len(source_tokenizer), tied=tied)
-    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt")
+    adapt_embeddings(model, Initialisation("fvt"), source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
     heads = extra_heads_from_lm_head(model, 2)
     assert len(heads) == 2 and all(torch.equal(head.weight, model.lm_head.weight) for head in heads)
     assert heads[0].weight.shape == (len(target_tokenizer), 32)  # the target vocabulary, new rows included
@@ -115,12 +117,13 @@ def test_checkpoint_surgery_equals_in_memory_surgery(tmp_path, source_tokenizer,
     source_dir = _save_source(tmp_path, source_tokenizer, tied, shard)
     target_dir = tmp_path / "target"
     target_tokenizer.save_pretrained(target_dir)
-    record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out", "fvt", extra_heads=1)
+    record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out", Initialisation("fvt"),
+                              writing=CheckpointWriting(extra_heads=1))
     assert record["tied"] is tied and record["initialised"] > 0 and record["copied"] > 0
     assert json.loads((tmp_path / "out" / "vocadapt_init.json").read_text())["method"] == "fvt"
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
-    reference = adapt_embeddings(AutoModelForCausalLM.from_pretrained(source_dir), source_tokenizer=source_tokenizer,
-                                 target_tokenizer=target_tokenizer, method="fvt")
+    reference = adapt_embeddings(AutoModelForCausalLM.from_pretrained(source_dir), Initialisation("fvt"), source_tokenizer=source_tokenizer,
+                                 target_tokenizer=target_tokenizer)
     expected = reference.state_dict()
     assert all(torch.equal(value, expected[name]) for name, value in loaded.state_dict().items())
     assert loaded.config.vocab_size == len(target_tokenizer)
@@ -137,9 +140,9 @@ def test_checkpoint_surgery_failure_leaves_nothing(tmp_path, source_tokenizer, t
     target_dir = tmp_path / "target"
     target_tokenizer.save_pretrained(target_dir)
     with pytest.raises(ValueError, match="needs a helper"):
-        adapt_checkpoint(source_dir, target_dir, tmp_path / "out", "sava")
+        adapt_checkpoint(source_dir, target_dir, tmp_path / "out", Initialisation("sava"))
     with pytest.raises(ValueError, match="no corpus_files"):
-        adapt_checkpoint(source_dir, target_dir, tmp_path / "out", "align")
+        adapt_checkpoint(source_dir, target_dir, tmp_path / "out", Initialisation("align"))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["source-True", "target"]
 
 
@@ -174,7 +177,7 @@ def test_checkpoint_surgery_keeps_bf16_and_copies_shared_rows_bit_for_bit(tmp_pa
     tiny_llama(len(source_tokenizer), tied=False).to(torch.bfloat16).save_pretrained(folder)
     source_tokenizer.save_pretrained(folder)
     target_tokenizer.save_pretrained(tmp_path / "target")
-    record = adapt_checkpoint(folder, tmp_path / "target", tmp_path / "out", "random", seed=1)
+    record = adapt_checkpoint(folder, tmp_path / "target", tmp_path / "out", Initialisation("random", seed=1))
     with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
         source = {name: handle.get_tensor(name) for name in ("model.embed_tokens.weight", "lm_head.weight")}
     with safe_open(str(tmp_path / "out" / "model-vocadapt-embeddings.safetensors"), framework="pt") as handle:
@@ -208,7 +211,7 @@ def test_several_stop_ids_follow_their_tokens_in_memory_and_in_a_checkpoint(tmp_
     source_stops, target_stops = _stop_ids(source_tokenizer, target_tokenizer)
     model = tiny_llama(len(source_tokenizer), tied=True)
     model.generation_config.eos_token_id = source_stops
-    adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, method="fvt")
+    adapt_embeddings(model, Initialisation("fvt"), source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
     assert model.generation_config.eos_token_id == target_stops
     assert model.config.eos_token_id == target_tokenizer.eos_token_id  # a single id stays the tokenizer's own
 
@@ -219,6 +222,6 @@ def test_several_stop_ids_follow_their_tokens_in_memory_and_in_a_checkpoint(tmp_
     source.save_pretrained(source_dir)
     source_tokenizer.save_pretrained(source_dir)
     target_tokenizer.save_pretrained(tmp_path / "target")
-    adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "out", "fvt")
+    adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "out", Initialisation("fvt"))
     assert GenerationConfig.from_pretrained(tmp_path / "out").eos_token_id == target_stops
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").config.eos_token_id == target_stops

@@ -117,7 +117,7 @@ def test_planted_rotation_sends_every_token_to_its_own_word(tmp_path, reference)
 def test_surgery_sets_new_rows_from_each_matrix(mode, tied, source_tokenizer, target_tokenizer, expanded_tokenizer):
     """Through the surgery: shared rows copied, new rows WECHSEL's, an untied head from the head's own rows with
     the same neighbours (role-independent), and the same bytes twice."""
-    from vocadapt.components.surgery import adapt_embeddings, plan_vocabulary
+    from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings, plan_vocabulary
 
     target = target_tokenizer if mode == "replace" else expanded_tokenizer
 
@@ -125,12 +125,12 @@ def test_surgery_sets_new_rows_from_each_matrix(mode, tied, source_tokenizer, ta
         model = tiny_llama(len(source_tokenizer), tied)
         before = (model.get_input_embeddings().weight.detach().clone(),
                   model.get_output_embeddings().weight.detach().clone())
-        adapt_embeddings(model, source_tokenizer=source_tokenizer, target_tokenizer=target, method="wechsel",
-                         mode=mode, options=FILES, seed=3)
+        adapt_embeddings(model, Initialisation("wechsel", options=FILES, seed=3), source_tokenizer=source_tokenizer,
+                         target_tokenizer=target, layout=RowLayout(mode))
         return model, before
 
     model, (source_input, source_output) = adapt()
-    plan = plan_vocabulary(source_tokenizer, target, source_rows=source_input.shape[0], mode=mode)
+    plan = plan_vocabulary(source_tokenizer, target, source_rows=source_input.shape[0], layout=RowLayout(mode))
     new_ids = torch.as_tensor(plan.new_target_ids)
     problem = _problem(source_input, new_ids, source_tokenizer, target)
     indices, weights, has_vector = wechsel_neighbours(problem, *FILES.values(), neighbors=10, temperature=0.1)

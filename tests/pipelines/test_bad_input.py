@@ -279,12 +279,13 @@ def test_truncated_safetensors_header_is_refused(tmp_path, tiny_model, target_to
 def test_surgery_never_copies_custom_code_into_its_output(tmp_path, tiny_model, target_tokenizer, link):
     """Even when called directly on a folder with ``auto_map`` (the CLI refuses it first), the adapted checkpoint
     holds no ``*.py`` and no ``auto_map``, and the code was never imported."""
-    from vocadapt.components.surgery import adapt_checkpoint
+    from vocadapt.components.surgery import Initialisation, adapt_checkpoint
+    from vocadapt.components.surgery.checkpoint import CheckpointWriting
 
     marker = tmp_path / "imported.marker"
     model = _custom_code(tiny_model, tmp_path / "custom-model", marker)
     out = tmp_path / "adapted"
-    adapt_checkpoint(model, target_tokenizer, out, "fvt", link=link)
+    adapt_checkpoint(model, target_tokenizer, out, Initialisation("fvt"), writing=CheckpointWriting(link=link))
     assert not list(out.glob("*.py"))
     assert "auto_map" not in json.loads((out / "config.json").read_text())
     assert not marker.exists()

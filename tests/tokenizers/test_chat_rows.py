@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from vocadapt.components.initializers import configure_initializer
-from vocadapt.components.surgery import adapt_embeddings
+from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 from vocadapt.components.tokenizers.expand import expand_with_target
 from vocadapt.components.tokenizers.replace import replace_vocabulary
 
@@ -40,9 +40,9 @@ def test_adapted_chat_model_keeps_template_and_special_rows(smollm2_tokenizer, t
               else expand_with_target(smollm2_tokenizer, target))
     adapted = adapt_embeddings(
         source,
+        Initialisation(configure_initializer("fvt"), seed=0, corpus_files=[str(italian_train)]),
         source_tokenizer=smollm2_tokenizer, target_tokenizer=change.tokenizer,
-        target_to_source=change.target_to_source, new_target_ids=change.new_token_ids,
-        method=configure_initializer("fvt"), mode=mode, seed=0, corpus_files=[str(italian_train)])
+        layout=RowLayout(mode, target_to_source=change.target_to_source, new_target_ids=change.new_token_ids))
     adapted.save_pretrained(tmp_path)
     change.tokenizer.save_pretrained(tmp_path)
     model, tokenizer = AutoModelForCausalLM.from_pretrained(tmp_path), AutoTokenizer.from_pretrained(tmp_path)
