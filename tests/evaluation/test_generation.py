@@ -39,3 +39,35 @@ def test_new_token_ids_are_the_target_tokens_the_source_lacks(adapted, source_mo
     # single bytes are in both byte-level vocabularies, so they are never "new"
     assert tokenizer.convert_tokens_to_ids("a") not in new
     assert new_token_ids(tokenizer, tokenizer) == set()
+
+
+def test_generation_stops_a_row_at_the_token_that_ends_its_line(adapted):
+    """The backend's stopping rule ends a row at the first token holding the newline, while the batch's other rows
+    go on: in the raw output only padding follows it (a rule that never fires would leave real tokens there)."""
+    import torch
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
+    from vocadapt.platform.evaluation.generation import _LineEnd, left_padded
+
+    model, tokenizer = adapted
+    newline = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("a\n")[-1])
+    assert "\n" in tokenizer.decode([newline])
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    encoded = left_padded(tokenizer, PROMPTS[1:], pad)
+    width = encoded["input_ids"].shape[1]
+
+    def newline_second_in_row_0(input_ids, scores):
+        if input_ids.shape[1] == width + 1:  # the second generated token of the first row is the newline
+            scores[0] = -torch.inf
+            scores[0, newline] = 0.0
+        scores[1:, newline] = -torch.inf  # the other row never ends its line
+        if tokenizer.eos_token_id is not None:
+            scores[:, tokenizer.eos_token_id] = torch.where(scores[:, tokenizer.eos_token_id] == 0.0, 0.0, -torch.inf)
+        return scores
+
+    output = model.generate(**encoded, max_new_tokens=6, do_sample=False, pad_token_id=pad,
+                            logits_processor=LogitsProcessorList([newline_second_in_row_0]),
+                            stopping_criteria=StoppingCriteriaList([_LineEnd(tokenizer)]))
+    first, second = output[:, width:].tolist()
+    assert first[1] == newline and set(first[2:]) <= {pad}, first
+    assert len(second) == 6 and pad not in second, second
