@@ -38,6 +38,7 @@ import shlex
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -158,12 +159,24 @@ def measure(tokenizer: Any, texts: dict[str, list[str]], new_token_ids: list[int
     return figures
 
 
-def family_variants(name: str, texts: dict[str, list[str]], italian_train: list[str], train_file: Path,
-                    arguments: argparse.Namespace, guard_words: list[str], workdir: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TrainingText:
+    """What every family's variants are built from: the Italian training lines (expansion's top-k is counted on
+    them), their file (the replacement tokenizer is trained on it) and the English words whose tokenization an
+    expansion must keep (none: nothing protected)."""
+
+    italian_train: list[str]
+    train_file: Path
+    guard_words: list[str]
+
+
+def family_variants(name: str, texts: dict[str, list[str]], training: TrainingText, arguments: argparse.Namespace,
+                    workdir: Path) -> dict[str, Any]:
     """One family: the source, the replaced and the expanded tokenizers, each measured on every text."""
     from vocadapt.components.tokenizers.expand import expand_with_top_k, protected_source_text, unreachable_tokens
     from vocadapt.components.tokenizers.train import train_tokenizer
 
+    italian_train, train_file, guard_words = training.italian_train, training.train_file, training.guard_words
     source, display, kind = source_tokenizer(name)
     entry: dict[str, Any] = {"display": display, "kind": kind, "variants": {}}
     entry["variants"]["source"] = {"vocab_size": len(source), "measures": measure(source, texts)}
@@ -293,8 +306,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="family-fertility-") as workdir:
         for name in arguments.families:
             print(f"{name}:", flush=True)
-            result["families"][name] = family_variants(name, texts, italian_train, train_file, arguments,
-                                                       guard_words, Path(workdir))
+            result["families"][name] = family_variants(
+                name, texts, TrainingText(italian_train, train_file, guard_words), arguments, Path(workdir))
             result["rows"] = matrix_rows(result["families"])
             result["wall_seconds"] = time.perf_counter() - started
             result["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

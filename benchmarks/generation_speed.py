@@ -20,14 +20,28 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 
 
-def static_cache_generation(model, tokenizer, prompts: list[str], *, batch_size: int, new_tokens: int,
-                            repeats: int = 3, compiled: bool = True) -> dict[str, float]:
-    """Greedy generation of exactly ``new_tokens`` tokens for the first ``batch_size`` prompts (cycled when there are
-    fewer), static KV cache, the decoding step compiled (``compiled``; else the default dynamic cache, eager). Two
-    warm-up calls (compilation and CUDA graph capture), then the median of ``repeats`` timed calls."""
+@dataclass(frozen=True)
+class DecodeRun:
+    """One timed generation: ``batch_size`` prompts, exactly ``new_tokens`` new tokens each, the median of
+    ``repeats`` timed calls, the decoding step compiled with a static KV cache (``compiled``) or eager."""
+
+    batch_size: int
+    new_tokens: int
+    repeats: int = 3
+    compiled: bool = True
+
+
+def static_cache_generation(model, tokenizer, prompts: list[str], run: DecodeRun) -> dict[str, float]:
+    """Greedy generation of exactly ``run.new_tokens`` tokens for the first ``run.batch_size`` prompts (cycled when
+    there are fewer), static KV cache, the decoding step compiled (``run.compiled``; else the default dynamic cache,
+    eager). Two warm-up calls (compilation and CUDA graph capture), then the median of ``run.repeats`` timed
+    calls."""
     import torch
+
+    batch_size, new_tokens, repeats, compiled = run.batch_size, run.new_tokens, run.repeats, run.compiled
 
     from vocadapt.platform.evaluation.generation import left_padded
 
@@ -67,8 +81,8 @@ def side_by_side(contenders: dict, prompts: list[str], *, batches: list[int], ne
     size, and the speed-up of every contender over the first one (characters per second)."""
     results: dict[str, dict[str, dict[str, float]]] = {}
     for batch_size in batches:
-        row = {name: static_cache_generation(model, tokenizer, prompts, batch_size=batch_size,
-                                             new_tokens=new_tokens, repeats=repeats, compiled=compiled)
+        run = DecodeRun(batch_size, new_tokens, repeats=repeats, compiled=compiled)
+        row = {name: static_cache_generation(model, tokenizer, prompts, run)
                for name, (model, tokenizer) in contenders.items()}
         baseline = next(iter(row.values()))
         for figures in row.values():

@@ -115,8 +115,7 @@ def main() -> int:
         plans = {}
         for rule in ("gain", "saving", "even"):
             started = time.perf_counter()
-            expansion = expand_for_languages(source, auxiliary, {}, args.k, rule=rule, candidates=candidates,
-                                             protect=guard)
+            expansion = expand_for_languages(source, candidates, args.k, rule=rule, protect=guard)
             tokenizers[f"multi-{rule}"] = expansion.tokenizer
             added[f"multi-{rule}"] = expansion.added
             plans[rule] = {"planned": expansion.planned, "added": expansion.added,

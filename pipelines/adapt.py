@@ -442,7 +442,7 @@ def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, 
         "vocadapt.config": f"runs:/{parent_id}/config.yaml",
     }
     try:
-        registered = register_model(tracker, best.run_id, best.model_dir, name, lineage=tags, alias="candidate")
+        registered = register_model(tracker, best.run_id, best.model_dir, name, lineage=tags)  # alias: candidate
     except NotServableError as refusal:
         console.print(f"[bold red]not registered:[/] {refusal}", highlight=False)
         tracker.set_tags(parent_id, {"vocadapt.not_registered": str(refusal)[:4900]})

@@ -281,7 +281,8 @@ def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> d
     """Enough held-out pairs, training files present, then the corpus expectation suite on each language's
     training text; raises before any run or file exists. Returns the suite's results, to log with the matrix."""
     from vocadapt.components.errors import UserError
-    from vocadapt.platform.data.corpus_checks import CorpusSplit, raise_for_failed_expectations, run_expectation_suite
+    from vocadapt.platform.data.corpus_checks import (CorpusSplit, LineBounds, raise_for_failed_expectations,
+                                                      run_expectation_suite)
 
     if not corpora:
         raise UserError("no languages to measure; pass --lang XX (e.g. --lang hi --lang ja)")
@@ -297,8 +298,9 @@ def _check_corpora(corpora: list[LanguageCorpus], settings: MatrixSettings) -> d
             raise UserError(f"{corpus.language}: training file(s) missing: {', '.join(missing)}; run vocadapt assets")
     splits = [CorpusSplit(f"{corpus.language} training", tuple(corpus.train_files), corpus.language,
                           settings.corpus_min_lines) for corpus in corpora]
-    results = run_expectation_suite(splits, min_share=settings.corpus_min_language_share,
-                                    max_duplicate_share=settings.corpus_max_duplicate_share, seed=settings.seed)
+    bounds = LineBounds(min_share=settings.corpus_min_language_share,
+                        max_duplicate_share=settings.corpus_max_duplicate_share)
+    results = run_expectation_suite(splits, bounds, seed=settings.seed)
     fields = {"min_lines": "MatrixSettings.corpus_min_lines", "max_line_chars": "the 20,000-character line bound",
               "max_duplicate_share": "MatrixSettings.corpus_max_duplicate_share",
               "min_language_share": "MatrixSettings.corpus_min_language_share", "language": "--lang"}

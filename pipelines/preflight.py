@@ -375,9 +375,8 @@ def check_out_of_domain_unseen(config: ExperimentConfig, inputs: ResolvedInputs,
 
 def corpus_expectations(config: ExperimentConfig, splits) -> dict[str, Any]:
     """The great-expectations suite on ``splits`` (``CorpusSplit``s) with the bounds of the config's corpus section."""
-    from vocadapt.platform.data.corpus_checks import run_expectation_suite
+    from vocadapt.platform.data.corpus_checks import LineBounds, run_expectation_suite
 
     corpus = config.corpus
-    return run_expectation_suite(splits, min_share=corpus.min_language_share, max_chars=corpus.max_line_chars,
-                                 max_duplicate_share=corpus.max_duplicate_share, max_rows=corpus.expectation_lines,
-                                 seed=config.seed)
+    bounds = LineBounds(corpus.min_language_share, corpus.max_line_chars, corpus.max_duplicate_share)
+    return run_expectation_suite(splits, bounds, max_rows=corpus.expectation_lines, seed=config.seed)

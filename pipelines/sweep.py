@@ -290,7 +290,7 @@ def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
 
 def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> tuple[str, int]:
     from vocadapt.platform.model_loading import registered_model_name
-    from vocadapt.platform.registry.model_versions import register_model
+    from vocadapt.platform.registry.model_versions import VersionOptions, register_model
 
     name = sweep.registered_model or base.tracking.registered_model or registered_model_name(base)
     existing = _registered_version_of(tracker, name, parent_id, best["trial_id"])
@@ -300,7 +300,7 @@ def _register_best(sweep, base: ExperimentConfig, tracker, parent_id, best) -> t
                "vocadapt.sweep.trial_id": best["trial_id"], "vocadapt.sweep.trial_run_id": best["mlflow_run_id"],
                "vocadapt.sweep.params": json.dumps(best["params"], sort_keys=True)}
     registered = register_model(tracker, best["model_run_id"], Path(best["model_dir"]), name, lineage=lineage,
-                                gates=sweep.promotion)  # `vocadapt promote` uses them without --gates
+                                options=VersionOptions(gates=sweep.promotion))  # `vocadapt promote` uses them
     tracker.set_tags(parent_id, {"vocadapt.registered": f"{name}/{registered.version}"})
     return name, registered.version
 

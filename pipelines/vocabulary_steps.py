@@ -83,7 +83,7 @@ def several_languages_tokenizer(config, inputs, source_tokenizer, workdir: Path)
     else:
         from vocadapt.components.tokenizers.expand import protected_source_text
         from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
-        from vocadapt.components.tokenizers.multilingual import expand_for_languages
+        from vocadapt.components.tokenizers.multilingual import count_candidates, expand_for_languages
 
         auxiliary = {language: train_tokenizer(
             list(files[language]), out_dir=workdir / "tokenizer-trained" / language,
@@ -94,7 +94,8 @@ def several_languages_tokenizer(config, inputs, source_tokenizer, workdir: Path)
         protect = read_documents(inputs.source_train, config.tokenizer.protect_lines) if inputs.source_train else []
         lexicon = inputs.source_lexicon.read_text(encoding="utf-8").split() if inputs.source_lexicon else None
         guard = protected_source_text(source_tokenizer, protect, lexicon) if protect or lexicon else None
-        change = expand_for_languages(source_tokenizer, auxiliary, documents, config.tokenizer.expand_top_k,
+        candidates = count_candidates(source_tokenizer, auxiliary, documents)
+        change = expand_for_languages(source_tokenizer, candidates, config.tokenizer.expand_top_k,
                                       rule=config.tokenizer.budget_rule, protect=guard)
     tokenizer_dir = workdir / "tokenizer"
     change.tokenizer.save_pretrained(tokenizer_dir)

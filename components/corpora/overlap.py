@@ -21,6 +21,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -96,30 +97,44 @@ def find_overlaps(evaluation: Sequence[str], training: Iterable[tuple[str, Itera
     evaluation_matrix = sparse.csr_matrix((np.ones(len(owners)), (owners, columns)),
                                           shape=(len(evaluation), len(vocabulary))).T.tocsr()
     evaluation_sizes = np.bincount(owners, minlength=len(evaluation)).astype(np.float64)
-    best = np.zeros(len(evaluation))
-    where: list[tuple[str, int, str, bool] | None] = [None] * len(evaluation)
+    side = _EvaluationSide(exact_index, vocabulary, evaluation_matrix, evaluation_sizes,
+                           best=np.zeros(len(evaluation)), where=[None] * len(evaluation))
+    best, where = side.best, side.where
     for source, paragraphs in training:
         block: list[str] = []
         first_line = 1
         for line_number, paragraph in enumerate(paragraphs, start=1):
             block.append(paragraph)
             if len(block) == _BLOCK_LINES:
-                _compare_block(block, first_line, source, normalised, exact_index, vocabulary, evaluation_matrix,
-                               evaluation_sizes, best, where)
+                _compare_block(block, first_line, source, side)
                 block, first_line = [], line_number + 1
         if block:
-            _compare_block(block, first_line, source, normalised, exact_index, vocabulary, evaluation_matrix,
-                           evaluation_sizes, best, where)
+            _compare_block(block, first_line, source, side)
     return [OverlapMatch(index, evaluation[index], *where[index][:2], where[index][2], float(best[index]),
                          where[index][3])
             for index in range(len(evaluation)) if where[index] is not None and best[index] >= threshold]
 
 
-def _compare_block(block, first_line, source, normalised, exact_index, vocabulary, evaluation_matrix,
-                   evaluation_sizes, best, where) -> None:
-    """Update ``best`` (each evaluation paragraph's highest Jaccard so far) and ``where`` with one block of
-    training paragraphs."""
+@dataclass
+class _EvaluationSide:
+    """The evaluation paragraphs indexed once (normalised text -> first index; the sorted gram hashes; the
+    (gram, paragraph) matrix; each paragraph's gram count), and what the training blocks found so far: each
+    paragraph's highest Jaccard (``best``) and (source, line, paragraph, exact) where it was (``where``)."""
+
+    exact_index: dict[str, int]
+    vocabulary: np.ndarray
+    matrix: Any
+    sizes: np.ndarray
+    best: np.ndarray
+    where: list[tuple[str, int, str, bool] | None]
+
+
+def _compare_block(block: list[str], first_line: int, source: str, side: _EvaluationSide) -> None:
+    """Update ``side.best`` and ``side.where`` with one block of training paragraphs."""
     from scipy import sparse
+
+    exact_index, vocabulary, best, where = side.exact_index, side.vocabulary, side.best, side.where
+    evaluation_matrix, evaluation_sizes = side.matrix, side.sizes
 
     texts = [normalise(paragraph) for paragraph in block]
     for offset, text in enumerate(texts):

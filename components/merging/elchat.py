@@ -24,6 +24,7 @@ import math
 import re
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -204,12 +205,22 @@ def _chat_getter(chat: Mapping[str, torch.Tensor], name: str, embedding: str) ->
     return lambda: chat[name] if name in chat else chat[embedding]
 
 
-def merge_state_dicts(adapted: Mapping[str, torch.Tensor], chat: Mapping[str, torch.Tensor], *, num_layers: int,
-                      settings: MergeSettings, restore_ids: list[int], embedding: str = "model.embed_tokens.weight",
-                      head: str | None = None) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+@dataclass(frozen=True)
+class StateDictLayout:
+    """The decoder layers of the two models (the same architecture) and the names of the input-embedding and the
+    untied LM-head tensors (head None when tied)."""
+
+    num_layers: int
+    embedding: str = "model.embed_tokens.weight"
+    head: str | None = None
+
+
+def merge_state_dicts(adapted: Mapping[str, torch.Tensor], chat: Mapping[str, torch.Tensor], layout: StateDictLayout,
+                      *, settings: MergeSettings, restore_ids: list[int]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """The merged state dict (the adapted model's names, shapes and dtypes) and a record of where each tensor came
-    from. ``embedding``/``head``: the input-embedding and untied LM-head tensor names (head None when tied)."""
-    head = head if head in adapted else None
+    from; ``restore_ids``: the special tokens whose rows come from the chat model."""
+    num_layers, embedding = layout.num_layers, layout.embedding
+    head = layout.head if layout.head in adapted else None
     _check_shapes({k: tuple(v.shape) for k, v in adapted.items()}, {k: tuple(v.shape) for k, v in chat.items()},
                   embedding, head)
     plan = _Plan(settings, num_layers, restore_ids, embedding, head)

@@ -99,25 +99,25 @@ def plan_merges(pieces: Sequence[str], known: set[str]) -> tuple[list[tuple[str,
             spans[(start, end)] = (best[0], best[2])
     merges: list[tuple[str, str]] = []
     intermediates: list[str] = []
-    _emit(pieces, 0, n, spans, merges, intermediates, known, top=True)
+
+    def emit(start: int, end: int, top: bool = False) -> str:
+        """The token of pieces[start:end], its merges appended children first (the best split of ``spans``)."""
+        if end - start == 1:
+            return pieces[start]
+        cut = spans[(start, end)][1]
+        left, right = emit(start, cut), emit(cut, end)
+        merges.append((left, right))
+        token = left + right
+        if not top and token not in known and token not in intermediates:
+            intermediates.append(token)
+        return token
+
+    emit(0, n, top=True)
     return merges, intermediates
 
 
 def _is_new(pieces: Sequence[str], start: int, end: int, known: set[str]) -> int:
     return int(end - start > 1 and "".join(pieces[start:end]) not in known)
-
-
-def _emit(pieces, start, end, spans, merges, intermediates, known, top=False) -> str:
-    if end - start == 1:
-        return pieces[start]
-    cut = spans[(start, end)][1]
-    left = _emit(pieces, start, cut, spans, merges, intermediates, known)
-    right = _emit(pieces, cut, end, spans, merges, intermediates, known)
-    merges.append((left, right))
-    token = left + right
-    if not top and token not in known and token not in intermediates:
-        intermediates.append(token)
-    return token
 
 
 class ProtectedWords:

@@ -27,25 +27,27 @@ class MultilingualExpansion(VocabularyExpansion):
     added: dict[str, int] = field(default_factory=dict)
 
 
+def count_candidates(source_tokenizer: Any, auxiliary_tokenizers: Mapping[str, Any],
+                     documents: Mapping[str, Sequence[str]]) -> list[LanguageCandidates]:
+    """Every language's candidates: its auxiliary tokenizer's tokens the source lacks, counted on its
+    ``documents`` (:func:`budget.language_candidates`), in the order of ``auxiliary_tokenizers``."""
+    return [language_candidates(language, source_tokenizer, auxiliary_tokenizers[language], documents[language])
+            for language in auxiliary_tokenizers]
+
+
 def expand_for_languages(
     source_tokenizer: Any,
-    auxiliary_tokenizers: Mapping[str, Any],
-    documents: Mapping[str, Sequence[str]],
+    candidates: Sequence[LanguageCandidates],
     k: int | None,
     *,
     rule: BudgetRule = "gain",
-    candidates: Sequence[LanguageCandidates] | None = None,
     **options,
 ) -> MultilingualExpansion:
     """Expand ``source_tokenizer`` with up to ``k`` new tokens (None: every candidate) drawn from every language's
-    auxiliary tokenizer, in the order ``rule`` gives. ``documents`` (per language) rank the candidates; pass
-    ``candidates`` (from :func:`budget.language_candidates`) to reuse a counting. ``options`` go to
-    :func:`expand.expand_vocabulary` (``protect``, ``protect_words``...)."""
+    candidates (:func:`count_candidates`; one counting may serve several rules), in the order ``rule`` gives.
+    ``options`` go to :func:`expand.expand_vocabulary` (``protect``, ``protect_words``...)."""
     from vocadapt.components.tokenizers.budget import allocation, rank_candidates
 
-    if candidates is None:
-        candidates = [language_candidates(language, source_tokenizer, auxiliary_tokenizers[language],
-                                          documents[language]) for language in auxiliary_tokenizers]  # fmt: skip
     costs = None
     if rule == "gain":  # the ids each candidate takes, measured along the saving order with no budget
         trial = expand_vocabulary(source_tokenizer, [entry.token for entry in rank_candidates(candidates, "saving")],

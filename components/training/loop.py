@@ -71,6 +71,7 @@ class _Run:
     history: list = field(default_factory=list)
     trainable: dict = field(default_factory=dict)
     phase_hook: Callable[[str, int, int], None] | None = None
+    engine_factory: EngineFactory | None = None  # builds each stage's optimizer engine (TorchEngine unless given)
 
 
 def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettings | dict, logger: MetricLogger | None = None, *,
@@ -110,7 +111,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     if distillation is not None:
         teacher_length = settings.teacher_max_length or settings.sequence_length
         run.teacher_flops_per_token = forward_flops_per_token(distillation.teacher, teacher_length)
-    run.phase_hook = phase_hook
+    run.phase_hook, run.engine_factory = phase_hook, engine_factory or TorchEngine
     if settings.strategy == "new-head":  # no optimizer steps over the model: nothing to resume, a fit is minutes
         _fit_new_head(run, settings.learning_rate)
         return LaptResult(lm, run.history, run.step, run.tokens, run.trainable)
@@ -121,8 +122,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     for index, stage in enumerate(stages):
         end = start + stage.steps
         if index >= run.stage_index:
-            _run_stage(run, index, stage, start, end, engine_factory or TorchEngine,
-                       resume_state if index == run.stage_index else None)
+            _run_stage(run, index, stage, end, resume_state if index == run.stage_index else None)
         start = end
     trained = merge_lora(lm)
     if settings.head_fit_after:  # once, after the last optimizer step (a resumed run reaches it again)
@@ -137,11 +137,11 @@ def _topology() -> tuple[int, int]:
     return 0, 1
 
 
-def _run_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine_factory: EngineFactory,
-               resume_from: Path | None) -> None:
+def _run_stage(run: _Run, index: int, stage: Stage, end: int, resume_from: Path | None) -> None:
+    """Stage ``index`` trained until step ``end``, resumed from ``resume_from`` when given."""
     new_rows = NewRows.install(run.lm, _expansion_ids(run.lm)) if stage.kind == "new-rows" else None
     try:
-        _train_stage(run, index, stage, start, end, engine_factory, resume_from, new_rows)
+        _train_stage(run, index, stage, end, resume_from, new_rows)
     finally:  # the trained rows go into the matrices, and the model has its usual layout again
         if new_rows is not None:
             new_rows.write_back()
@@ -157,8 +157,8 @@ def _expansion_ids(lm: nn.Module) -> list[int]:
                          "init.mode expand, or use strategy 'embeddings' or 'full'") from None
 
 
-def _train_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engine_factory: EngineFactory,
-                 resume_from: Path | None, new_rows: NewRows | None) -> None:
+def _train_stage(run: _Run, index: int, stage: Stage, end: int, resume_from: Path | None,
+                 new_rows: NewRows | None) -> None:
     extra = list(run.module.extra_head.parameters()) if isinstance(run.module, MultiTokenPrediction) else []
     params = set_trainable(run.lm, stage.kind, extra)
     run.trainable[stage.kind] = count_parameters(params)
@@ -168,7 +168,7 @@ def _train_stage(run: _Run, index: int, stage: Stage, start: int, end: int, engi
     spec = EngineSpec(stage.learning_rate, stage.warmup_steps, stage.steps, stage.schedule,
                       run.settings.min_lr_ratio, run.settings.weight_decay, run.settings.max_grad_norm,
                       run.settings.grad_accumulation_steps)
-    engine = engine_factory(run.module, params, spec)
+    engine = run.engine_factory(run.module, params, spec)
     if new_rows is not None and getattr(engine, "forward_needs_all_ranks", False):
         engine.close()
         new_rows.write_back(keep_rows=False)  # the matrices are partitioned now: nothing can be written into them

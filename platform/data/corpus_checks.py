@@ -154,12 +154,20 @@ CONFIG_FIELDS = {
 }
 
 
+@dataclass(frozen=True)
+class LineBounds:
+    """What every split's lines must meet: at least ``min_share`` of them labelled as the split's language, at most
+    ``max_chars`` characters each, at most ``max_duplicate_share`` of them repeated."""
+
+    min_share: float = 0.8
+    max_chars: int = 20_000
+    max_duplicate_share: float = 0.2
+
+
 def run_expectation_suite(
     splits: Sequence[CorpusSplit],
+    bounds: LineBounds = LineBounds(),
     *,
-    min_share: float = 0.8,
-    max_chars: int = 20_000,
-    max_duplicate_share: float = 0.2,
     max_rows: int | None = None,
     seed: int = 0,
     raw: bool = False,
@@ -177,6 +185,7 @@ def run_expectation_suite(
     language, lines, rows_validated}, "seconds"}``, and ``"splits"``: {split: GX result dict} when ``raw``.
     """
     started = time.perf_counter()
+    min_share, max_chars, max_duplicate_share = bounds.min_share, bounds.max_chars, bounds.max_duplicate_share
     validation = _corpus_validation(min_share, max_chars, max_duplicate_share)
     records, corpora, raw_results = [], {}, {}
     for split in splits:
@@ -205,8 +214,7 @@ def expectation_suite_results(
     """:func:`run_expectation_suite` on splits of one language, with each split's GX result under ``"splits"``."""
     splits = [CorpusSplit(name, tuple(Path(f) for f in files), language, min_lines)
               for name, files in files_by_split.items()]
-    results = run_expectation_suite(splits, min_share=min_share, max_chars=max_chars,
-                                    max_duplicate_share=max_duplicate_share, raw=True)
+    results = run_expectation_suite(splits, LineBounds(min_share, max_chars, max_duplicate_share), raw=True)
     return {"language": language, "expected_label": fasttext_label(language), **results}
 
 

@@ -11,15 +11,20 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vocadapt.platform.config_sections import DeepSpeedSection
 
+if TYPE_CHECKING:
+    from vocadapt.components.training.engine import EngineSpec
 
-def deepspeed_config(deepspeed: DeepSpeedSection | dict, *, micro_batch_size: int, grad_accumulation_steps: int,
-                     world_size: int, learning_rate: float, weight_decay: float, max_grad_norm: float | None,
-                     on_gpu: bool) -> dict[str, Any]:
-    """The DeepSpeed config for one training stage."""
+
+def deepspeed_config(deepspeed: DeepSpeedSection | dict, spec: EngineSpec, *, micro_batch_size: int,
+                     world_size: int, on_gpu: bool) -> dict[str, Any]:
+    """The DeepSpeed config for one training stage (``spec``: its learning rate, weight decay, gradient clipping
+    and accumulation; the schedule is applied by :class:`DeepSpeedEngine`)."""
+    grad_accumulation_steps, max_grad_norm = spec.grad_accumulation_steps, spec.max_grad_norm
+    learning_rate, weight_decay = spec.learning_rate, spec.weight_decay
     section = deepspeed if isinstance(deepspeed, DeepSpeedSection) else DeepSpeedSection.model_validate(deepspeed)
     bf16 = section.precision == "bf16" or (section.precision == "auto" and on_gpu)
     zero: dict[str, Any] = {"stage": section.zero_stage, "contiguous_gradients": True, "overlap_comm": on_gpu}
@@ -112,11 +117,8 @@ def deepspeed_engine_factory(deepspeed: DeepSpeedSection | dict, settings):
     import torch
 
     def factory(module, params, spec):
-        config = deepspeed_config(
-            deepspeed, micro_batch_size=settings.batch_size, grad_accumulation_steps=spec.grad_accumulation_steps,
-            world_size=torch.distributed.get_world_size(), learning_rate=spec.learning_rate,
-            weight_decay=spec.weight_decay, max_grad_norm=spec.max_grad_norm, on_gpu=torch.cuda.is_available(),
-        )
+        config = deepspeed_config(deepspeed, spec, micro_batch_size=settings.batch_size,
+                                  world_size=torch.distributed.get_world_size(), on_gpu=torch.cuda.is_available())
         return DeepSpeedEngine(module, params, spec, config)
 
     return factory

@@ -32,7 +32,7 @@ on the point estimate). lm-eval scores with a ``_stderr`` get a normal interval 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -283,23 +283,31 @@ def _verdict(point_ok: bool, interval_ok: bool | None, gates: PromotionGates, *,
     return "fail" if lenient or not point_ok else "undecided"
 
 
-def _gate(gate: str, metrics: Mapping[str, float], measured_key: str, reference_key: str, margin: Margin, *,
-          direction: Direction, items: Mapping[str, ItemParts] | None = None,
-          gates: PromotionGates | None = None, missing_hint: str = "") -> GateResult:
+@dataclass(frozen=True)
+class _Evidence:
+    """What every gate reads: the run's metrics, the per-item parts their intervals are bootstrapped from, and the
+    gates' settings."""
+
+    metrics: Mapping[str, float]
+    items: Mapping[str, ItemParts]
+    gates: PromotionGates
+
+
+def _gate(gate: str, evidence: _Evidence, measured_key: str, reference_key: str, margin: Margin,
+          direction: Direction) -> GateResult:
     """Compare ``measured_key`` with ``reference_key`` moved by the margin, on the estimate and its interval.
 
     With d = measured - reference and a the margin: at_most_plus: d <= a (no worse, lower is better); at_most_minus:
     d <= -a (at least that much lower); at_least_minus: d >= -a (higher is better). The rule on the interval is
     the module doc's.
     """
-    gates = gates or PromotionGates()
-    items = items or {}
+    metrics, items, gates = evidence.metrics, evidence.items, evidence.gates
     measured, reference = metrics.get(measured_key), metrics.get(reference_key)
     if measured_key in items and reference_key in items:  # the items' own sums: the estimate their interval is of
         measured, reference = float(items[measured_key].value()), float(items[reference_key].value())
     if measured is None or reference is None:
         missing = [k for k, v in ((measured_key, measured), (reference_key, reference)) if v is None]
-        return GateResult(gate, measured, None, False, f"not measured: metric {missing} missing{missing_hint}",
+        return GateResult(gate, measured, None, False, f"not measured: metric {missing} missing",
                           reference, margin.describe())
     sign = "+" if direction == "at_most_plus" else "-"
     allowance = margin.allowance(reference)
@@ -366,24 +374,25 @@ def evaluate_gates(metrics: Mapping[str, float], gates: PromotionGates, language
     from vocadapt.components.training.settings import language_stream
 
     items = items or {}
+    evidence = _Evidence(metrics, items, gates)
     languages = [language] if isinstance(language, str) else list(language)
     several = len(languages) > 1
     results = []
     for code in languages:
         stream = language_stream(code, languages[0])
         results.append(_bpb_gate(f"target bits per byte ({code})" if several else "target bits per byte", stream,
-                                 gates.target_bpb, metrics, items, gates))
-    results.append(_bpb_gate("source-language bits per byte", "source", gates.source_bpb, metrics, items, gates))
+                                 gates.target_bpb, evidence))
+    results.append(_bpb_gate("source-language bits per byte", "source", gates.source_bpb, evidence))
     for code in languages:
         scope = "" if code == languages[0] else code
         named = (lambda gate: f"{gate} ({code})") if several else (lambda gate: gate)  # noqa: E731
-        results.append(_gate(named("target fertility"), metrics, f"fertility.target_tokenizer.{code}.tokens_per_word",
+        results.append(_gate(named("target fertility"), evidence, f"fertility.target_tokenizer.{code}.tokens_per_word",
                              f"fertility.source_tokenizer.{code}.tokens_per_word", gates.target_fertility_reduction,
-                             direction="at_most_minus", items=items, gates=gates))
+                             "at_most_minus"))
         tokens_per_character = _generation_key("tokens_per_character", scope)
-        results.append(_gate(named("generated tokens per character"), metrics, tokens_per_character,
+        results.append(_gate(named("generated tokens per character"), evidence, tokens_per_character,
                              f"source_model.{tokens_per_character}", gates.generated_tokens_per_character,
-                             direction="at_most_minus", items=items, gates=gates))
+                             "at_most_minus"))
         results.append(_at_least(named("generated tokens saved on the same text"), metrics,
                                  _generation_key("same_text_token_saving", scope), gates.generated_token_saving,
                                  items, gates))
@@ -397,19 +406,19 @@ def _generation_key(measure: str, scope: str) -> str:
     return f"generation.{scope}.{measure}" if scope else f"generation.{measure}"
 
 
-def _bpb_gate(name: str, stream: str, margin: Margin, metrics: Mapping[str, float],
-              items: Mapping[str, ItemParts], gates: PromotionGates) -> GateResult:
+def _bpb_gate(name: str, stream: str, margin: Margin, evidence: _Evidence) -> GateResult:
     """One bits-per-byte gate on ``stream`` (``target``, ``target_<code>``, ``source``): out-of-domain text, or the
     held-out split with ``bpb_text: held_out``."""
-    if gates.bpb_text == "out_of_domain":
-        return _gate(name, metrics, f"bpb_ood_{stream}", f"source_model.bpb_ood_{stream}", margin,
-                     direction="at_most_plus", items=items, gates=gates,
-                     missing_hint=" (no out-of-domain text for this language: declare evaluation.out_of_domain_text; "
-                     "a run from before out-of-domain gates: judge its held-out split with a --gates file setting "
-                     "bpb_text: held_out and require_intervals: false)")
-    key, _ = _first(metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
-    return _gate(name, metrics, key, f"source_model.bpb_{stream}", margin, direction="at_most_plus", items=items,
-                 gates=gates)
+    if evidence.gates.bpb_text == "out_of_domain":
+        result = _gate(name, evidence, f"bpb_ood_{stream}", f"source_model.bpb_ood_{stream}", margin, "at_most_plus")
+        if result.measured is None or result.reference is None:
+            result = replace(result, detail=result.detail + (
+                " (no out-of-domain text for this language: declare evaluation.out_of_domain_text; a run from before "
+                "out-of-domain gates: judge its held-out split with a --gates file setting bpb_text: held_out and "
+                "require_intervals: false)"))
+        return result
+    key, _ = _first(evidence.metrics, f"bpb_{stream}_after_lapt", f"bpb_{stream}_zero_shot")
+    return _gate(name, evidence, key, f"source_model.bpb_{stream}", margin, "at_most_plus")
 
 
 def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates,
@@ -428,8 +437,8 @@ def _benchmark_gates(metrics: Mapping[str, float], gates: PromotionGates,
             results.append(GateResult(key, score, None, False, f"no margin declared: add promotion.benchmarks."
                                       f"{measure}: {{absolute: X}} or {{relative: X}} to the gates"))
             continue
-        results.append(_gate(key, metrics, key, f"source_model.{key}", margin, direction="at_least_minus",
-                             items=items, gates=gates))
+        results.append(_gate(key, _Evidence(metrics, items or {}, gates), key, f"source_model.{key}", margin,
+                             "at_least_minus"))
     return results
 
 

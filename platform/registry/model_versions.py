@@ -139,9 +139,22 @@ class Registered:
 SERVE_CHECK_FILE = "serve_check.json"
 
 
+@dataclass(frozen=True)
+class VersionOptions:
+    """What a new version gets besides its checkpoint and lineage: the alias moved to it once it is complete (""
+    moves none), the metrics its card shows and its LoggedModel links (None: the run's, with its parent's), the
+    promotion gates recorded on it for ``promote``, and the vLLM environment the serve check runs (None: the
+    default one)."""
+
+    alias: str = "candidate"
+    metrics: Mapping[str, float] | None = None
+    gates: PromotionGates | None = None
+    serving_venv: Path | None = None
+
+
 def register_model(
-    tracker, run_id: str, model_dir: Path, name: str, *, lineage: Mapping[str, Any], alias: str = "candidate",
-    metrics: Mapping[str, float] | None = None, gates: PromotionGates | None = None, serving_venv: Path | None = None,
+    tracker, run_id: str, model_dir: Path, name: str, *, lineage: Mapping[str, Any],
+    options: VersionOptions = VersionOptions(),
 ) -> Registered:
     """Register a saved checkpoint as a new version of ``name``: an MLflow 3 LoggedModel (a pyfunc that carries the
     checkpoint, ``platform/registry/mlflow_model.py``) with its metrics and corpus linked, lineage tags, a manifest and a
@@ -156,10 +169,12 @@ def register_model(
     """
     from vocadapt.platform.serving.serve_check import check_servable, require
 
+    alias, metrics, gates = options.alias, options.metrics, options.gates
+
     missing = [key for key in REQUIRED_LINEAGE if not lineage.get(key)]
     if missing:
         raise UserError(f"cannot register {name}: lineage tags {missing} are missing; pass them in `lineage`")
-    check = check_servable(Path(model_dir), serving_venv=serving_venv)
+    check = check_servable(Path(model_dir), serving_venv=options.serving_venv)
     tracker.log_dict(run_id, check.as_dict(), SERVE_CHECK_FILE)
     tracker.set_tags(run_id, {"vocadapt.serve_check": "passed" if check.passed else "failed"})
     require(check, name)
@@ -180,7 +195,7 @@ def register_model(
     # The registry client is built here, on the tracker's URI: ``Tracker.client`` takes the process-wide registry
     # URI current when it was built, which may be another store's.
     registry = _registry_client(tracker.tracking_uri)
-    version = _create_version(registry, name, logged.model_uri, run_id, tags, alias="", model_id=logged.model_id)
+    version = _create_version(registry, name, logged.model_uri, run_id, tags, model_id=logged.model_id)
     if twin is not None:
         registry.update_model_version(name, str(version), description=tags["vocadapt.twin"])
     card = model_card(name, version, tags, metrics)
@@ -220,9 +235,9 @@ def _registry_client(uri: str):
     return mlflow.tracking.MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
-def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mapping[str, Any], alias: str,
+def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mapping[str, Any],
                     model_id: str | None = None) -> int:
-    """Create the version, tag it, point ``alias`` at it.
+    """Create the version and tag it (the caller moves an alias to it once the rest is written).
 
     Lineage tags are checksums, names and commits, never secrets; they are written with only URI credentials
     stripped, because ``tracking.redact`` masks every key containing "token" (``vocadapt.tokenizer_sha256``).
@@ -237,8 +252,6 @@ def _create_version(client, name: str, model_uri: str, run_id: str, tags: Mappin
     version = client.create_model_version(name, model_uri, run_id=run_id, model_id=model_id)
     for key, value in tags.items():
         client.set_model_version_tag(name, version.version, key, str(redact_value(str(value))))
-    if alias:
-        client.set_registered_model_alias(name, alias, version.version)
     return int(version.version)
 
 

@@ -148,8 +148,8 @@ def test_the_committed_gpu_run_plots_and_reports(tmp_path, capsys):
 def test_static_cache_generation_figures_add_up(tiny):
     speed = load_benchmark("generation_speed")
     model, tokenizer = tiny
-    row = speed.static_cache_generation(model, tokenizer, ["La capitale", "Il documento contiene"], batch_size=3,
-                                        new_tokens=5, repeats=1)
+    row = speed.static_cache_generation(model, tokenizer, ["La capitale", "Il documento contiene"],
+                                        speed.DecodeRun(batch_size=3, new_tokens=5, repeats=1))
     assert row["batch_size"] == 3 and row["new_tokens"] == 5
     assert row["tokens_per_second"] == pytest.approx(15 / row["seconds"])
     assert row["characters_per_second"] == pytest.approx(row["tokens_per_second"] * row["characters_per_token"])

@@ -11,7 +11,7 @@ import torch
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.merging import (
-    MergeSettings, lerp, merge_model_folders, merge_state_dicts, resolve_rates, restored_token_ids, slerp,
+    MergeSettings, StateDictLayout, lerp, merge_model_folders, merge_state_dicts, resolve_rates, restored_token_ids, slerp,
 )
 
 TEXT = ["La città di Roma è la capitale d'Italia.", "Il gatto dorme sul divano.",
@@ -68,8 +68,8 @@ def tiny_pair(tied=True, bias=False, rows=None):
 def merge(chat, adapted, restore=(0, 1, 2), **settings):
     settings = MergeSettings(**({"method": "elchat-slerp"} | settings))
     # a tied model's state dict names its one matrix twice: both are the rows' tensors
-    return merge_state_dicts(adapted.state_dict(), chat.state_dict(), num_layers=LAYERS, settings=settings,
-                             restore_ids=list(restore), head="lm_head.weight")
+    return merge_state_dicts(adapted.state_dict(), chat.state_dict(), StateDictLayout(LAYERS, head="lm_head.weight"),
+                             settings=settings, restore_ids=list(restore))
 
 
 def layer_weights(state, layer):
@@ -172,11 +172,11 @@ def test_bad_settings_and_mismatched_models_are_refused():
     state = adapted.state_dict()
     state["model.layers.1.mlp.up_proj.weight"] = torch.zeros(65, 32)
     with pytest.raises(UserError, match="up_proj"):
-        merge_state_dicts(state, chat.state_dict(), num_layers=LAYERS, settings=MergeSettings(method="elchat-slerp"),
+        merge_state_dicts(state, chat.state_dict(), StateDictLayout(LAYERS), settings=MergeSettings(method="elchat-slerp"),
                           restore_ids=[0])
     fewer = {k: v for k, v in adapted.state_dict().items() if "layers.3." not in k}
     with pytest.raises(UserError, match="different tensors"):
-        merge_state_dicts(fewer, chat.state_dict(), num_layers=LAYERS, settings=MergeSettings(method="elchat-slerp"),
+        merge_state_dicts(fewer, chat.state_dict(), StateDictLayout(LAYERS), settings=MergeSettings(method="elchat-slerp"),
                           restore_ids=[0])
 
 

@@ -234,7 +234,8 @@ def test_registry_alias_moves_after_the_version_is_fully_logged(tmp_path, monkey
     with tracker.run("producer") as run:
         run_id = run.info.run_id
     lineage = {key: "x" for key in registry.REQUIRED_LINEAGE}
-    registry.register_model(tracker, run_id, model_dir, "alias-order-model", lineage=lineage, alias="candidate")
+    registry.register_model(tracker, run_id, model_dir, "alias-order-model", lineage=lineage,
+                            options=registry.VersionOptions(alias="candidate"))
     assert writes[-1] == ("alias", True), writes
     assert [kind for kind, _ in writes].count("alias") == 1
 

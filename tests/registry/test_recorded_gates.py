@@ -32,7 +32,7 @@ def server(tmp_path_factory):
 def versions(server, tmp_path_factory):
     """Version 1 registered with the sweep's gates, version 2 with none, version 3 with gates of a retired schema;
     all three with the same numbers."""
-    from vocadapt.platform.registry.model_versions import register_model
+    from vocadapt.platform.registry.model_versions import VersionOptions, register_model
     from vocadapt.platform.tracking import Tracker
 
     tracker = Tracker(server, "recorded-gates")
@@ -42,7 +42,7 @@ def versions(server, tmp_path_factory):
         model_dir = tmp_path_factory.mktemp(f"model-{index}") / "model"  # registration refuses what would not serve
         shutil.copytree(tiny_model, model_dir)
         _, child = log_adapted_runs(tracker, ENGLISH_GIVEN_UP)
-        registered.append(register_model(tracker, child, model_dir, NAME, gates=gates,
+        registered.append(register_model(tracker, child, model_dir, NAME, options=VersionOptions(gates=gates),
                                          lineage={**lineage(), "vocadapt.sweep.name": "tiny-sweep"}))
     tracker.client.set_model_version_tag(NAME, str(registered[2].version), GATES_TAG, '{"source_bpb_margin": 0.25}')
     return [str(v.version) for v in registered]

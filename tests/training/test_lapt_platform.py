@@ -4,13 +4,14 @@ import pytest
 
 from vocadapt.platform.config import load_config
 from vocadapt.platform.config_sections import ConfigError
+from vocadapt.components.training.engine import EngineSpec
 from vocadapt.platform.lapt.deepspeed_config import deepspeed_config
 
 
 def _config(**deepspeed):
-    return deepspeed_config({"enabled": True, **deepspeed}, micro_batch_size=4, grad_accumulation_steps=2,
-                            world_size=3, learning_rate=1e-4, weight_decay=0.1, max_grad_norm=1.0,
-                            on_gpu=False)
+    spec = EngineSpec(learning_rate=1e-4, warmup_steps=0, total_steps=10, schedule="constant", min_lr_ratio=0.1,
+                      weight_decay=0.1, max_grad_norm=1.0, grad_accumulation_steps=2)
+    return deepspeed_config({"enabled": True, **deepspeed}, spec, micro_batch_size=4, world_size=3, on_gpu=False)
 
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
@@ -20,9 +21,10 @@ def test_deepspeed_config_follows_the_settings(stage):
     assert cpu["train_batch_size"] == 4 * 2 * 3
     assert cpu["optimizer"]["params"]["torch_adam"] is True  # no fused-Adam compilation
     assert cpu["bf16"]["enabled"] is False  # auto: fp32 on CPU
-    gpu = deepspeed_config({"enabled": True, "zero_stage": stage, "offload_optimizer": True},
-                           micro_batch_size=4, grad_accumulation_steps=1, world_size=1, learning_rate=1e-4,
-                           weight_decay=0.0, max_grad_norm=None, on_gpu=True)
+    spec = EngineSpec(learning_rate=1e-4, warmup_steps=0, total_steps=10, schedule="constant", min_lr_ratio=0.1,
+                      weight_decay=0.0, max_grad_norm=None, grad_accumulation_steps=1)
+    gpu = deepspeed_config({"enabled": True, "zero_stage": stage, "offload_optimizer": True}, spec,
+                           micro_batch_size=4, world_size=1, on_gpu=True)
     assert gpu["bf16"]["enabled"] is True and gpu["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
     assert gpu["gradient_clipping"] == 0.0
 
