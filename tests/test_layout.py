@@ -291,7 +291,6 @@ PARAMETER_DEBT = {
     "components/tokenizers/language_fertility.py language_fertility_report",
     "components/helpers/fasttext_helper.py train_fasttext_helper",
     "components/training/alm.py alm_loss",
-    "platform/families/twins.py build_twin",
     "components/training/objectives.py __init__",
     "components/training/data.py __init__",
     "components/tokenizers/fertility.py fertility_report",

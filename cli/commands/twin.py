@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
         every model vocadapt adapts and registers from it."""
         from vocadapt.components.errors import UserError
         from vocadapt.platform.families.catalogue import model_family
-        from vocadapt.platform.families.twins import build_twin, install_twin_in_hub_cache
+        from vocadapt.platform.families.twins import TwinShape, build_twin, install_twin_in_hub_cache
 
         with user_errors():
             if dtype not in ("bfloat16", "float16", "float32"):
@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
 
             refuse_output_over_inputs(out, "--out", [("the fetched tokenizers (vocadapt assets --family)",
                                                       vocadapt_home() / "families"), ("--hub-cache", hub_cache)])
-            folder = build_twin(chosen.name, out, layers=layers, width=width, seed=seed, dtype=dtype)
+            folder = build_twin(chosen.name, out, TwinShape(layers, width, dtype), seed=seed)
             typer.echo(f"twin of {chosen.display} ({layers} layers, {width} width; random weights, not the real "
                        f"model): {folder}")
             if hub_cache is not None:

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -110,8 +111,17 @@ def _multiple_of_8(value: float) -> int:
     return max(8, int(round(value / 8)) * 8)
 
 
-def build_twin(family_name: str, out_dir: str | Path, *, layers: int = 1,
-               width: Literal["real", "reduced"] = "real", seed: int = 0, dtype: str = "bfloat16",
+@dataclass(frozen=True)
+class TwinShape:
+    """How big a twin is: ``layers`` decoder layers, the family's real width or a reduced one, weights in
+    ``dtype``."""
+
+    layers: int = 1
+    width: Literal["real", "reduced"] = "real"
+    dtype: str = "bfloat16"
+
+
+def build_twin(family_name: str, out_dir: str | Path, shape: TwinShape = TwinShape(), *, seed: int = 0,
                home: Path | None = None) -> Path:
     """Write a twin of ``family_name`` into ``out_dir`` (created; must not hold a checkpoint already); returns it.
 
@@ -132,6 +142,7 @@ def build_twin(family_name: str, out_dir: str | Path, *, layers: int = 1,
     tokenizer_dir = family_tokenizer_dir(family.name, home)
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     special_ids = {field: getattr(tokenizer, field, None) for field in _SPECIAL_FIELDS}
+    layers, width, dtype = shape.layers, shape.width, shape.dtype
     config = twin_config(family.name, layers=layers, width=width, special_ids=special_ids, seed=seed, dtype=dtype)
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".twin-", dir=out_dir))
@@ -216,5 +227,5 @@ def install_twin_in_hub_cache(twin_dir: str | Path, hub_id: str, cache_dir: str 
     return snapshot
 
 
-__all__ = ["TWIN_KEY", "TWIN_NOTE", "build_twin", "config_class", "install_twin_in_hub_cache", "twin_config",
+__all__ = ["TWIN_KEY", "TWIN_NOTE", "TwinShape", "build_twin", "config_class", "install_twin_in_hub_cache", "twin_config",
            "twin_lineage", "twin_record"]

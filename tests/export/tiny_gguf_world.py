@@ -68,9 +68,9 @@ def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
     from vocadapt.components.tokenizers.expand import expand_with_target
     from vocadapt.components.tokenizers.replace import replace_vocabulary
     from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
-    from vocadapt.platform.families.twins import build_twin
+    from vocadapt.platform.families.twins import TwinShape, build_twin
 
-    twin = build_twin(family, folder / "twin", layers=1, width="reduced", dtype="float32")
+    twin = build_twin(family, folder / "twin", TwinShape(layers=1, width="reduced", dtype="float32"))
     source = AutoTokenizer.from_pretrained(str(twin))
     # Gemma-3 carries 6,415 added tokens into any tokenizer trained like it
     target = train_tokenizer_from_iterator(ITALIAN, kind, 7000 if family == "gemma3" else 1200,

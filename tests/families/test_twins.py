@@ -21,7 +21,7 @@ from tests.families.conftest import FAMILIES
 from vocadapt.components.errors import UserError
 from vocadapt.platform.families.catalogue import model_family
 from vocadapt.platform.families.twins import (
-    TWIN_NOTE, build_twin, install_twin_in_hub_cache, twin_config, twin_lineage, twin_record,
+    TWIN_NOTE, TwinShape, build_twin, install_twin_in_hub_cache, twin_config, twin_lineage, twin_record,
 )
 
 REDUCED_LAYERS = 2
@@ -36,7 +36,7 @@ def reduced_twin(tmp_path_factory, family_tokenizers):
 
     def twin(name: str) -> Path:
         if name not in built:
-            built[name] = build_twin(name, root / name, layers=REDUCED_LAYERS, width="reduced")
+            built[name] = build_twin(name, root / name, TwinShape(REDUCED_LAYERS, "reduced"))
         return built[name]
 
     return twin
@@ -121,12 +121,13 @@ def test_same_family_and_seed_give_the_same_bytes(tmp_path, family_tokenizers):
     def digest(folder: Path) -> str:
         return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
 
-    first = build_twin("mistral_v1", tmp_path / "a", width="reduced")
-    again = build_twin("mistral_v1", tmp_path / "b", width="reduced")
-    other = build_twin("mistral_v1", tmp_path / "c", width="reduced", seed=1)
+    reduced = TwinShape(width="reduced")
+    first = build_twin("mistral_v1", tmp_path / "a", reduced)
+    again = build_twin("mistral_v1", tmp_path / "b", reduced)
+    other = build_twin("mistral_v1", tmp_path / "c", reduced, seed=1)
     assert digest(first) == digest(again) != digest(other)
     with pytest.raises(UserError, match="already holds a checkpoint"):
-        build_twin("mistral_v1", first, width="reduced")
+        build_twin("mistral_v1", first, reduced)
 
 
 def test_twin_lineage_never_names_the_real_model_alone():
