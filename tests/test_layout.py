@@ -289,7 +289,6 @@ PARAMETER_DEBT = {
     "components/training/loop.py train_lapt",
     "components/training/head_fit.py fit_new_output_rows",
     "components/tokenizers/language_fertility.py language_fertility_report",
-    "components/helpers/fasttext_helper.py train_fasttext_helper",
     "components/training/alm.py alm_loss",
     "components/training/objectives.py __init__",
     "components/training/data.py __init__",

@@ -46,10 +46,11 @@ def resolve_helper(
         return None
     spec = spec.strip()
     if spec == "fasttext" or spec.startswith("fasttext:"):
-        from vocadapt.components.helpers.fasttext_helper import train_fasttext_helper
+        from vocadapt.components.helpers.fasttext_helper import FastTextSettings, train_fasttext_helper
 
         options = _options(spec.partition(":")[2])
-        return train_fasttext_helper(target_tokenizer, list(corpus_files), seed=seed, **_typed_fasttext(options))
+        settings = FastTextSettings(**_typed_fasttext(options))
+        return train_fasttext_helper(target_tokenizer, list(corpus_files), settings, seed=seed)
     kind, _, location = spec.partition(":")
     if kind not in ("model", "vectors"):
         kind, location = ("vectors" if spec.endswith(".vec") else "model"), spec

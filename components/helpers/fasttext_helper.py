@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,21 +78,31 @@ def train_seeded_fasttext(path: str, *, seed: int, **arguments: Any) -> Any:
     return model
 
 
+@dataclass(frozen=True)
+class FastTextSettings:
+    """The helper's skip-gram: vector size ``dim``, passes ``epoch``, words seen fewer than ``min_count`` times
+    dropped, character n-grams of ``minn`` to ``maxn``, context window ``ws``, and at most ``max_lines`` corpus lines
+    (the helper's ``init.helper_options``)."""
+
+    dim: int = 100
+    epoch: int = 5
+    min_count: int = 1
+    minn: int = 3
+    maxn: int = 6
+    ws: int = 5
+    max_lines: int = 500_000
+
+
 def train_fasttext_helper(
     target_tokenizer: Any,
     corpus_files: list[str],
+    settings: FastTextSettings = FastTextSettings(),
     *,
     seed: int = 0,
-    dim: int = 100,
-    epoch: int = 5,
-    min_count: int = 1,
-    minn: int = 3,
-    maxn: int = 6,
-    ws: int = 5,
-    max_lines: int = 500_000,
 ) -> TokenVectors:
     """Train skip-gram fastText on the tokenized corpus (one thread and a seed: deterministic) and return a vector
     for every target token. ``known`` is True for tokens seen in the corpus or with a non-zero n-gram vector."""
+    dim, epoch, min_count = settings.dim, settings.epoch, settings.min_count
     if not corpus_files:
         raise ValueError(
             "the fasttext helper trains on target-language text and got no corpus files; pass the training "
@@ -99,11 +110,12 @@ def train_fasttext_helper(
         )
     with tempfile.TemporaryDirectory(prefix="vocadapt-fasttext-") as folder:
         corpus_path = Path(folder) / "tokens.txt"
-        tokens = write_token_corpus(target_tokenizer, corpus_files, corpus_path, max_lines)
+        tokens = write_token_corpus(target_tokenizer, corpus_files, corpus_path, settings.max_lines)
         if tokens == 0:
             raise ValueError(f"the corpus {corpus_files} holds no text to train the fasttext helper on")
         model = train_seeded_fasttext(
-            str(corpus_path), seed=seed, dim=dim, epoch=epoch, minCount=min_count, minn=minn, maxn=maxn, ws=ws
+            str(corpus_path), seed=seed, dim=dim, epoch=epoch, minCount=min_count, minn=settings.minn,
+            maxn=settings.maxn, ws=settings.ws
         )
     words = token_words(target_tokenizer)
     vocabulary = set(model.words)
