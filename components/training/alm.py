@@ -141,20 +141,35 @@ class AlmLoss:
     student_logp: torch.Tensor
 
 
-def alm_loss(teacher_logp: torch.Tensor, teacher_word_start: torch.Tensor | None, teacher_chunks: torch.Tensor,
-             student_logp: torch.Tensor, student_word_start: torch.Tensor | None, student_chunks: torch.Tensor,
-             *, temperature: float = TEMPERATURE, threshold: float | None = WORD_START_THRESHOLD) -> AlmLoss:
-    """The ALM loss of a batch from each side's next-token log-probabilities.
+@dataclass(frozen=True)
+class AlmSide:
+    """One side's (teacher's or student's) scores of a batch.
 
-    Args:
-        teacher_logp: [batch, teacher length] ``log p(token t | tokens < t)`` at position t (position 0 unused).
-        teacher_word_start: [batch, teacher length] ``log p(next token starts a word | tokens <= t)``; None
-            without debiasing (then ``threshold`` must be None: every chunk is its own group).
-        teacher_chunks: [batch, teacher length] chunk id per token, -1 for none (``pad_alignments``).
-        student_*: the same for the student.
-        temperature: τ, applied to the chunk probability as a power 1/τ.
-        threshold: the teacher's word-start probability that ends a group; None: no merging, no debiasing.
+    logp: [batch, length] ``log p(token t | tokens < t)`` at position t (position 0 unused).
+    word_start: [batch, length] ``log p(next token starts a word | tokens <= t)``; None without debiasing (then
+        the threshold must be None: every chunk is its own group).
+    chunks: [batch, length] chunk id per token, -1 for none (``pad_alignments``).
     """
+
+    logp: torch.Tensor
+    word_start: torch.Tensor | None
+    chunks: torch.Tensor
+
+
+@dataclass(frozen=True)
+class AlmSettings:
+    """temperature: τ, applied to the chunk probability as a power 1/τ. threshold: the teacher's word-start
+    probability that ends a group; None: no merging, no debiasing."""
+
+    temperature: float = TEMPERATURE
+    threshold: float | None = WORD_START_THRESHOLD
+
+
+def alm_loss(teacher: AlmSide, student: AlmSide, settings: AlmSettings = AlmSettings()) -> AlmLoss:
+    """The ALM loss of a batch from each side's next-token log-probabilities."""
+    teacher_logp, teacher_word_start, teacher_chunks = teacher.logp, teacher.word_start, teacher.chunks
+    student_logp, student_word_start, student_chunks = student.logp, student.word_start, student.chunks
+    temperature, threshold = settings.temperature, settings.threshold
     chunks = int(max(int(teacher_chunks.max()), int(student_chunks.max()), -1)) + 1
     if chunks == 0:
         zero = student_logp.sum() * 0.0

@@ -19,8 +19,7 @@ import torch
 from torch import nn
 
 from vocadapt.components.training.alm import (
-    TEMPERATURE, WORD_START_THRESHOLD, alm_loss, final_hidden_states, scores_from_hidden, sequence_scores,
-    word_start_mask)
+    AlmSettings, AlmSide, alm_loss, final_hidden_states, scores_from_hidden, sequence_scores, word_start_mask)
 from vocadapt.components.training.distill_data import TeacherView
 from vocadapt.components.training.token_logprobs import DEFAULT_SLAB, causal_lm_loss
 
@@ -50,9 +49,9 @@ class Distillation:
     word-start masks both sides need for ALM's debiasing."""
 
     def __init__(self, teacher: nn.Module, teacher_tokenizer, student_tokenizer, *,
-                 max_teacher_length: int | None = None, temperature: float = TEMPERATURE,
-                 threshold: float | None = WORD_START_THRESHOLD, slab: int | None = None) -> None:
-        """threshold: ALM's debiasing (None: every chunk on its own, no word-start term)."""
+                 max_teacher_length: int | None = None, alm: AlmSettings = AlmSettings(),
+                 slab: int | None = None) -> None:
+        """alm: ALM's temperature and debiasing threshold (None: every chunk on its own, no word-start term)."""
         self.teacher = teacher.eval()
         for param in self.teacher.parameters():
             param.requires_grad_(False)
@@ -60,7 +59,7 @@ class Distillation:
         rows = teacher.get_input_embeddings().weight.shape[0]
         self.teacher_word_starts = word_start_mask(teacher_tokenizer, rows)
         self.student_word_starts = word_start_mask(student_tokenizer)
-        self.temperature, self.threshold = temperature, threshold
+        self.alm = alm
         self.slab = slab
 
     def to(self, device) -> Distillation:
@@ -96,9 +95,8 @@ class LaptObjective:
         lm = _causal_lm(module)
         s_logp, s_word, hidden = _student_scores(module, lm, input_ids, attention_mask,
                                                  teach.student_word_starts.to(device), teach.slab)
-        distilled = alm_loss(t_logp, t_word, batch.chunks.to(device), s_logp, s_word,
-                             batch.student_chunks.to(device), temperature=teach.temperature,
-                             threshold=teach.threshold)
+        distilled = alm_loss(AlmSide(t_logp, t_word, batch.chunks.to(device)),
+                             AlmSide(s_logp, s_word, batch.student_chunks.to(device)), teach.alm)
         terms = {"distill_loss": distilled.loss.detach().float(),
                  "distill_groups": distilled.groups.detach().float()}
         loss = distilled.loss

@@ -93,14 +93,16 @@ def _teacher(config: dict, settings: LaptSection, student_tokenizer, torch):
     """The frozen teacher of a 'distill' objective (bf16 on a GPU), or None."""
     if not settings.distills:
         return None
+    from vocadapt.components.training.alm import AlmSettings
     from vocadapt.components.training.objectives import Distillation
 
     folder = config["teacher_dir"]
     dtype = torch.bfloat16 if settings.use_gpu else torch.float32
     teacher = model_loading.load_causal_lm(folder, what="lapt.teacher", dtype=dtype)
     teacher_tokenizer = model_loading.load_checkpoint_tokenizer(folder)
+    alm = AlmSettings(temperature=settings.distill_temperature, threshold=settings.distill_threshold)
     return Distillation(teacher, teacher_tokenizer, student_tokenizer, max_teacher_length=settings.teacher_max_length,
-                        temperature=settings.distill_temperature, threshold=settings.distill_threshold)
+                        alm=alm)
 
 
 ENERGY_FILE = "energy.json"

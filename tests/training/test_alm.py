@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from vocadapt.components.training.alm import (
-    align_chunks, alm_loss, binary_kl, pad_alignments, sequence_scores, token_texts, word_start_mask)
+    AlmSettings, AlmSide, align_chunks, alm_loss, binary_kl, pad_alignments, sequence_scores, token_texts, word_start_mask)
 
 TEXTS = [
     "Perché la città è già più bella: 3,50 € al caffè.",
@@ -133,8 +133,8 @@ def test_planted_student_with_the_teachers_chunk_probabilities_has_zero_loss_wit
     s_logp = torch.tensor([[0.0, math.log(0.5 * 0.8), math.log(0.3 * 0.9)]], requires_grad=True)
     t_word = torch.log(torch.tensor([[0.9, 0.05, 0.6, 0.02, 0.7]]))  # after "b" and after "d": a word may start
     s_word = torch.log(torch.tensor([[0.9, 0.6, 0.7]]))
-    result = alm_loss(t_logp, t_word, pad_alignments([alignment.teacher], 5),
-                      s_logp, s_word, pad_alignments([alignment.student], 3))
+    result = alm_loss(AlmSide(t_logp, t_word, pad_alignments([alignment.teacher], 5)),
+                      AlmSide(s_logp, s_word, pad_alignments([alignment.student], 3)))
     assert int(result.groups) == 2
     assert abs(float(result.loss.detach())) < 1e-7
     result.loss.backward()
@@ -146,8 +146,8 @@ def test_a_student_that_differs_on_one_chunk_gets_loss_and_gradient_only_there()
     alignment = align_chunks("x ab cd", [0, 1, 2, 3, 4], [0, 5, 6], texts, texts)
     t_logp = torch.tensor([[0.0, math.log(0.5), math.log(0.8), math.log(0.3), math.log(0.9)]])
     s_logp = torch.tensor([[0.0, math.log(0.5 * 0.8), math.log(0.1)]], requires_grad=True)  # " cd" differs
-    result = alm_loss(t_logp, None, pad_alignments([alignment.teacher], 5),
-                      s_logp, None, pad_alignments([alignment.student], 3), threshold=None)
+    result = alm_loss(AlmSide(t_logp, None, pad_alignments([alignment.teacher], 5)),
+                      AlmSide(s_logp, None, pad_alignments([alignment.student], 3)), AlmSettings(threshold=None))
     assert float(result.loss.detach()) > 1e-4
     result.loss.backward()
     assert s_logp.grad[0, 1].abs() < 1e-6 and s_logp.grad[0, 0] == 0  # float noise at most
@@ -162,7 +162,7 @@ def test_groups_merge_chunks_until_the_teacher_expects_a_new_word():
     logp = torch.log(torch.tensor([[1.0, 0.5, 0.5, 0.5, 0.5]]))
     word = torch.log(torch.tensor([[0.9, 0.05, 0.05, 0.5, 0.5]]))
     chunks = pad_alignments([alignment.teacher], 5)
-    result = alm_loss(logp, word, chunks, logp.clone(), word.clone(), chunks)
+    result = alm_loss(AlmSide(logp, word, chunks), AlmSide(logp.clone(), word.clone(), chunks))
     assert int(result.groups) == 2  # " abc" and " d"
     expected_first = 3 * math.log(0.5) + math.log(0.5)  # three tokens, then a word start after "c"
     assert result.teacher_logp[0].item() == pytest.approx(expected_first, abs=1e-6)
@@ -200,8 +200,8 @@ def _alm_between(teacher, teacher_tok, student, student_tok, texts):
     with torch.no_grad():
         t_logp, t_word = sequence_scores(teacher, t_ids, t_mask, word_start_mask(teacher_tok), slab=5)
     s_logp, s_word = sequence_scores(student, s_ids, s_mask, word_start_mask(student_tok), slab=5)
-    return alm_loss(t_logp, t_word, pad_alignments([a.teacher for a in alignments], t_ids.shape[1]),
-                    s_logp, s_word, pad_alignments([a.student for a in alignments], s_ids.shape[1]))
+    return alm_loss(AlmSide(t_logp, t_word, pad_alignments([a.teacher for a in alignments], t_ids.shape[1])),
+                    AlmSide(s_logp, s_word, pad_alignments([a.student for a in alignments], s_ids.shape[1])))
 
 
 def test_identical_tokenizers_and_weights_give_zero_loss_and_zero_gradient(tokenizers):

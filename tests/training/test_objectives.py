@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vocadapt.components.training.alm import alm_loss
+from vocadapt.components.training.alm import AlmSide, alm_loss
 from vocadapt.components.training.data import LaptData, PackedMixture
 from vocadapt.components.training.mtp import MultiTokenPrediction
 from vocadapt.components.training.objectives import Distillation, LaptObjective, objective_terms
@@ -81,7 +81,7 @@ def _plain_alm(teacher, student, batch, rows, distillation):
     with torch.no_grad():
         t_logp, t_word, _ = scores(teacher, batch.input_ids, batch.attention_mask, distillation.teacher_word_starts)
     s_logp, s_word, logits = scores(student, rows, torch.ones_like(rows), distillation.student_word_starts)
-    return alm_loss(t_logp, t_word, batch.chunks, s_logp, s_word, batch.student_chunks).loss, logits
+    return alm_loss(AlmSide(t_logp, t_word, batch.chunks), AlmSide(s_logp, s_word, batch.student_chunks)).loss, logits
 
 
 def test_clm_plus_distill_equals_the_full_logits_computation(tokenizers, rows):
