@@ -291,8 +291,11 @@ PARAMETER_DEBT = {
     "components/tokenizers/language_fertility.py language_fertility_report",
     "components/training/data.py __init__",
     "components/tokenizers/fertility.py fertility_report",
-    "components/initializers/wechsel.py wechsel",
 }
+
+
+def _registered_initializer(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any("register_initializer" in ast.unparse(decorator) for decorator in node.decorator_list)
 
 
 def _too_many_parameters(root: Path, folders: tuple[str, ...]) -> dict[str, int]:
@@ -300,8 +303,10 @@ def _too_many_parameters(root: Path, folders: tuple[str, ...]) -> dict[str, int]
     found = {}
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
+            exempt = {node.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _registered_initializer(node)}
             for where, count in _parameter_counts(path):
-                if count > MAX_PIPELINE_PARAMETERS:
+                if count > MAX_PIPELINE_PARAMETERS and where.split()[-1] not in exempt:
                     found[f"{path.relative_to(root).as_posix()} {where.split()[-1]}"] = count
     return found
 
@@ -309,7 +314,8 @@ def _too_many_parameters(root: Path, folders: tuple[str, ...]) -> dict[str, int]
 def test_no_library_function_takes_more_than_six_parameters():
     """components/, platform/ and benchmarks/ pass what belongs together as one object, as pipelines/ do. The typer
     commands in cli/commands/ are exempt: they take one parameter per command-line option, build their request and
-    call the pipeline."""
+    call the pipeline. So are registered initialisers: their keyword-only parameters are the method's options, which
+    the registry reads from the signature (DEVELOPERS.md, Seams)."""
     found = _too_many_parameters(ROOT, ("components", "platform", "benchmarks"))
     new = {where: count for where, count in found.items() if where not in PARAMETER_DEBT}
     assert not new, f"more than {MAX_PIPELINE_PARAMETERS} parameters: {new}; group what belongs together"
@@ -320,7 +326,8 @@ def test_no_library_function_takes_more_than_six_parameters():
 def test_library_parameter_check_sees_a_seventh_parameter(tmp_path):
     module = tmp_path / "components" / "deep" / "m.py"
     module.parent.mkdir(parents=True)
-    module.write_text("def six(a, b, c, *, d, e, f): pass\nclass C:\n    def seven(self, a, b, c, d, e, f, *g): pass\n")
+    module.write_text("def six(a, b, c, *, d, e, f): pass\nclass C:\n    def seven(self, a, b, c, d, e, f, *g): pass\n"
+                      "@register_initializer('m')\ndef method(problem, *, a, b, c, d, e, f, g): pass\n")
     assert _too_many_parameters(tmp_path, ("components",)) == {"components/deep/m.py seven": 7}
 
 
