@@ -236,6 +236,7 @@ def _expansion_summary(expansion, inputs) -> dict[str, Any]:
 def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str, dict[str, Any]]:
     """Fertility of both tokenizers on held-out target and source-language text, language-aware (tokens per
     word only where the script delimits words), with parity against the English side of aligned paragraphs."""
+    from vocadapt.components.tokenizers.fertility import ParallelText
     from vocadapt.components.tokenizers.language_fertility import language_fertility_report
 
     english = config.target.source_language
@@ -249,8 +250,8 @@ def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str
             table[f"{name}_tokenizer.{lang}"] = _as_dict(report)
         for language, pairs in (parallel or {}).items():
             aligned = language_fertility_report(
-                tokenizer, pairs[language], language=language, reference_documents=pairs[english],
-                reference_tokenizer=source_tokenizer, reference_language=english,
+                tokenizer, pairs[language], language=language,
+                reference=ParallelText(pairs[english], tokenizer=source_tokenizer, language=english),
             )
             table[f"{name}_tokenizer.{language}"]["parity"] = aligned.parity
     return table

@@ -335,6 +335,7 @@ def _target_tokenizers(corpus: LanguageCorpus, context: MatrixContext, tokenizer
 def _fertility(source_tokenizer, replacement, expansion, pairs: list[tuple[str, str]], segmentation):
     """Reports of the source, replaced and expanded tokenizers on the held-out ``pairs`` (target paragraph,
     English paragraph); parity against English under the source's. ``segmentation`` names the language."""
+    from vocadapt.components.tokenizers.fertility import ParallelText
     from vocadapt.components.tokenizers.language_fertility import language_fertility_report
 
     documents, english = [target for target, _ in pairs], [reference for _, reference in pairs]
@@ -346,8 +347,8 @@ def _fertility(source_tokenizer, replacement, expansion, pairs: list[tuple[str, 
     }
     return {
         label: language_fertility_report(
-            tokenizer, documents, language=segmentation.language, reference_documents=english,
-            reference_tokenizer=source_tokenizer, new_token_ids=new_ids, segmentation=segmentation, name=label,
+            tokenizer, documents, language=segmentation.language, reference=ParallelText(english, source_tokenizer),
+            new_token_ids=new_ids, segmentation=segmentation, name=label,
         ).as_dict()
         for label, (tokenizer, new_ids) in contenders.items()
     }  # fmt: skip

@@ -290,7 +290,6 @@ PARAMETER_DEBT = {
     "components/training/head_fit.py fit_new_output_rows",
     "components/tokenizers/language_fertility.py language_fertility_report",
     "components/training/data.py __init__",
-    "components/tokenizers/fertility.py fertility_report",
 }
 
 

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
         """Measure fertility (batch-encoded) of each tokenizer on the same corpus."""
-        from vocadapt.components.tokenizers.fertility import fertility_report
+        from vocadapt.components.tokenizers.fertility import ParallelText, fertility_report
         from vocadapt.components.tokenizers.overlap import token_overlap
         from vocadapt.components.corpora.lines import read_lines
         from vocadapt.platform.model_loading import load_tokenizer
@@ -49,8 +49,9 @@ def register(app: typer.Typer) -> None:
                 if source is not None:
                     shared = token_overlap(source, loaded).target_to_source
                     new_ids = [i for i in range(len(loaded)) if i not in shared]
-                reports[spec] = fertility_report(loaded, documents, reference_documents=references,
-                                                 new_token_ids=new_ids, name=spec).as_dict()  # fmt: skip
+                parallel = ParallelText(references) if references is not None else None
+                reports[spec] = fertility_report(loaded, documents, reference=parallel, new_token_ids=new_ids,
+                                                 name=spec).as_dict()
         if as_json:
             typer.echo(json.dumps(reports, indent=2))
             return

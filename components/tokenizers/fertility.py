@@ -84,12 +84,21 @@ def _fragment_lookup(tokenizer: Any) -> np.ndarray:
     return lookup
 
 
+@dataclass(frozen=True)
+class ParallelText:
+    """The measured documents in a reference language (English), line-aligned with them, for parity: read with
+    ``tokenizer`` (None: the measured tokenizer); ``language`` names the reference in a report."""
+
+    documents: Sequence[str]
+    tokenizer: Any = None
+    language: str = "en"
+
+
 def fertility_report(
     tokenizer: Any,
     documents: Sequence[str],
     *,
-    reference_documents: Sequence[str] | None = None,
-    reference_tokenizer: Any = None,
+    reference: ParallelText | None = None,
     new_token_ids: Iterable[int] | None = None,
     batch_size: int = 512,
     name: str | None = None,
@@ -99,8 +108,7 @@ def fertility_report(
     Args:
         tokenizer: a transformers fast tokenizer or a ``tokenizers.Tokenizer``.
         documents: texts, one per document.
-        reference_documents: the same documents in the reference language (English), line-aligned, for parity.
-        reference_tokenizer: tokenizer for the reference documents (default: ``tokenizer``).
+        reference: the same documents in the reference language, for parity.
         new_token_ids: ids of the new vocabulary (ΔV) for the share of new tokens.
         batch_size: documents per ``encode_batch_fast`` call.
         name: label in the report (default: the tokenizer's ``name_or_path``).
@@ -109,6 +117,7 @@ def fertility_report(
         ValueError: no documents, or reference documents that are not line-aligned.
     """
     documents = list(documents)
+    reference_documents = reference.documents if reference is not None else None
     if not documents:
         raise ValueError("no documents to measure fertility on; pass a non-empty corpus")
     if reference_documents is not None and len(reference_documents) != len(documents):
@@ -136,8 +145,8 @@ def fertility_report(
         "unknown_rate": float((all_ids == unk_id).mean()) if tokens and unk_id is not None else 0.0,
     }  # fmt: skip
     if reference_documents is not None:
-        reference = count_tokens(reference_tokenizer or tokenizer, list(reference_documents), batch_size=batch_size)
-        report["reference_tokens"] = int(sum(ids.size for ids in reference))
+        counted = count_tokens(reference.tokenizer or tokenizer, list(reference_documents), batch_size=batch_size)
+        report["reference_tokens"] = int(sum(ids.size for ids in counted))
         report["parity"] = tokens / max(report["reference_tokens"], 1)
     if new_token_ids is not None:
         new_ids = np.fromiter(new_token_ids, dtype=np.int64)

@@ -3,7 +3,7 @@ only where words are delimited (with the rule stated), and parity against the En
 
 Parity follows "Design choices" §5.1 (after Petrov et al. 2023): the tokens a tokenizer needs for the target
 paragraphs over the tokens needed for the same paragraphs in English. By default the English side is tokenized by
-the same tokenizer; pass ``reference_tokenizer=source_tokenizer`` to compare against English as the source model
+the same tokenizer; pass ``reference=ParallelText(english, source_tokenizer)`` to compare against English as the source model
 reads it (what the language matrix does, so a replaced tokenizer's parity says how much more the same content
 costs than it costs the original model in English).
 
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vocadapt.components.tokenizers.fertility import fertility_report
+from vocadapt.components.tokenizers.fertility import ParallelText, fertility_report
 from vocadapt.components.tokenizers.segmentation import Segmentation, segmentation_for
 
 
@@ -71,9 +71,7 @@ def language_fertility_report(
     documents: Sequence[str],
     *,
     language: str,
-    reference_documents: Sequence[str] | None = None,
-    reference_tokenizer: Any = None,
-    reference_language: str = "en",
+    reference: ParallelText | None = None,
     new_token_ids: Iterable[int] | None = None,
     segmentation: Segmentation | None = None,
     batch_size: int = 512,
@@ -85,8 +83,7 @@ def language_fertility_report(
         tokenizer: a transformers fast tokenizer or a ``tokenizers.Tokenizer``.
         documents: target-language paragraphs, one per string.
         language: the documents' language code (decides the script and the word rule).
-        reference_documents: the same paragraphs in ``reference_language``, line-aligned, for parity.
-        reference_tokenizer: tokenizer for the reference paragraphs (default: ``tokenizer``).
+        reference: the same paragraphs in its language, line-aligned, for parity.
         new_token_ids: ids of the new vocabulary for the share of new tokens.
         segmentation: the word rule; default ``segmentation_for(language, documents)``.
         batch_size, name: as :func:`fertility_report`.
@@ -96,8 +93,7 @@ def language_fertility_report(
     """
     documents = list(documents)
     base = fertility_report(
-        tokenizer, documents, reference_documents=reference_documents, reference_tokenizer=reference_tokenizer,
-        new_token_ids=new_token_ids, batch_size=batch_size, name=name,
+        tokenizer, documents, reference=reference, new_token_ids=new_token_ids, batch_size=batch_size, name=name,
     )  # fmt: skip
     segmentation = segmentation or segmentation_for(language, documents)
     words = segmentation.count_words(documents)
@@ -120,7 +116,7 @@ def language_fertility_report(
         tokens_per_word=base.tokens / max(words, 1) if words is not None else None,
         byte_fallback_rate=base.byte_fallback_rate,
         unknown_rate=base.unknown_rate,
-        reference_language=reference_language if reference_documents is not None else None,
+        reference_language=reference.language if reference is not None else None,
         reference_tokens=base.reference_tokens,
         parity=base.parity,
         new_token_share=base.new_token_share,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.pipelines.tiny_world import build_source_model
+from vocadapt.components.tokenizers.fertility import ParallelText
 from vocadapt.components.tokenizers.language_fertility import language_fertility_report, language_fertility_table
 from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
 from vocadapt.components.tokenizers.train import train_tokenizer
@@ -60,7 +61,7 @@ def test_language_fertility_of_source_and_target(language, source_tokenizer, tar
     documents, english = _pairs(fixture_corpora[f"{language}-en.validation"], language)
     reports = language_fertility_table(
         {"source": source_tokenizer, "target": target_tokenizers[language]}, documents, language=language,
-        reference_documents=english, reference_tokenizer=source_tokenizer,
+        reference=ParallelText(english, source_tokenizer),
     )  # fmt: skip
     source, target = reports["source"], reports["target"]
     assert target.tokens_per_character < 0.8 * source.tokens_per_character  # a vocabulary of its own is cheaper
@@ -83,6 +84,6 @@ def test_language_fertility_of_source_and_target(language, source_tokenizer, tar
 
 def test_language_fertility_refuses_misaligned_references(source_tokenizer):
     with pytest.raises(ValueError, match="line-aligned"):
-        language_fertility_report(source_tokenizer, ["日本語", "です"], language="ja", reference_documents=["x"])
+        language_fertility_report(source_tokenizer, ["日本語", "です"], language="ja", reference=ParallelText(["x"]))
     with pytest.raises(ValueError, match="no documents"):
         language_fertility_report(source_tokenizer, [], language="ja")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import LlamaConfig
 
-from vocadapt.components.tokenizers.fertility import fertility_report
+from vocadapt.components.tokenizers.fertility import ParallelText, fertility_report
 from vocadapt.components.tokenizers.replace import replace_vocabulary, updated_model_config
 
 
@@ -16,7 +16,7 @@ def _loop_tokens(tokenizer, documents) -> int:
 def test_fertility_matches_a_plain_loop(trained, italian_lines, english_lines):
     tokenizer = trained["spm-bpe"]
     documents, references = italian_lines[:60], english_lines[:60]
-    report = fertility_report(tokenizer, documents, reference_documents=references, batch_size=7)
+    report = fertility_report(tokenizer, documents, reference=ParallelText(references), batch_size=7)
     tokens = _loop_tokens(tokenizer, documents)
     assert report.tokens == tokens
     assert report.words == sum(len(d.split()) for d in documents)
@@ -55,7 +55,7 @@ def test_fertility_bad_input(trained):
     with pytest.raises(ValueError, match="no documents"):
         fertility_report(trained["spm-bpe"], [])
     with pytest.raises(ValueError, match="parallel text"):
-        fertility_report(trained["spm-bpe"], ["a", "b"], reference_documents=["a"])
+        fertility_report(trained["spm-bpe"], ["a", "b"], reference=ParallelText(["a"]))
 
 
 def test_italian_tokenizer_is_cheaper_on_italian_than_english(trained, italian_lines, english_lines):
