@@ -289,7 +289,6 @@ PARAMETER_DEBT = {
     "components/training/loop.py train_lapt",
     "components/training/head_fit.py fit_new_output_rows",
     "components/tokenizers/language_fertility.py language_fertility_report",
-    "components/training/data.py __init__",
 }
 
 

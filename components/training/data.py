@@ -98,11 +98,20 @@ class PackedBatch:
         return int(self.attention_mask.sum())
 
 
+@dataclass(frozen=True)
+class Worker:
+    """This worker's place among the data-parallel workers: ``rank`` of ``world_size``."""
+
+    rank: int = 0
+    world_size: int = 1
+
+
 class PackedMixture:
     """Packed, mixed, sharded and resumable sequences for one worker."""
 
     def __init__(self, data: LaptData, tokenizer, *, mixing: dict[str, float], sequence_length: int,
-                 seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
+                 seed: int = 0, worker: Worker = Worker()) -> None:
+        rank, world_size = worker.rank, worker.world_size
         self.names = sorted(name for name, share in mixing.items() if share > 0)
         missing = [name for name in self.names if data.streams.get(name) is None
                    or (not isinstance(data.streams[name], StreamingDocuments) and not len(data.streams[name]))]

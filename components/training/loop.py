@@ -19,7 +19,7 @@ from torch import nn
 
 from vocadapt.components.metric_logging import MetricLogger, NullLogger
 from vocadapt.components.metrics.bits_per_byte import bits_per_byte
-from vocadapt.components.training.data import LaptData, PackedMixture
+from vocadapt.components.training.data import LaptData, PackedMixture, Worker
 from vocadapt.components.training.head_fit import fit_new_output_rows, new_token_ids_of
 from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine
 from vocadapt.components.training.mtp import MultiTokenPrediction
@@ -105,7 +105,7 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     objective = LaptObjective(settings.objective, distillation=distillation, distill_weight=settings.distill_weight)
     run = _Run(settings, lm, module, tokenizer,
                PackedMixture(data, tokenizer, mixing=settings.mixing, sequence_length=settings.sequence_length,
-                             seed=settings.seed, rank=rank, world_size=world_size),
+                             seed=settings.seed, worker=Worker(rank, world_size)),
                logger or NullLogger(), rank, world_size, eval_documents or {}, checkpoint_hook, step_hook,
                settings.total_steps(world_size), objective, settings.peak_flops or detect_peak_flops())
     if distillation is not None:

@@ -4,14 +4,15 @@ from hypothesis import strategies as st
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN
 from vocadapt.components.training import LaptData, PackedMixture
+from vocadapt.components.training.data import Worker
 
 DATA = LaptData({"target": ITALIAN * 3, "source": ENGLISH * 3})
 
 
-def _mixture(tokenizer, **kwargs):
+def _mixture(tokenizer, rank=0, world_size=1, **kwargs):
     options = dict(mixing={"target": 0.75, "source": 0.25}, sequence_length=24, seed=0)
     options.update(kwargs)
-    return PackedMixture(DATA, tokenizer, **options)
+    return PackedMixture(DATA, tokenizer, worker=Worker(rank, world_size), **options)
 
 
 def test_mixing_ratio_measured_on_batches_is_within_two_percent(tokenizer):

@@ -11,6 +11,7 @@ import pytest
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
 from vocadapt.components.training import (
     DatasetSource, LaptData, LaptSettings, PackedMixture, load_dataset_documents, train_lapt)
+from vocadapt.components.training.data import Worker
 
 # 24 distinct Italian documents: ITALIAN with a number, so every document can be told apart in the output
 DOCUMENTS = [f"{i}. {text}" for i, text in enumerate(ITALIAN * 3)]
@@ -35,7 +36,7 @@ def _streaming(paths) -> DatasetSource:
 def _mixture(tokenizer, target, rank=0, world_size=1, share=0.75):
     data = LaptData({"target": target, "source": ENGLISH * 2})
     return PackedMixture(data, tokenizer, mixing={"target": share, "source": 1 - share}, sequence_length=16,
-                         seed=0, rank=rank, world_size=world_size)
+                         seed=0, worker=Worker(rank, world_size))
 
 
 def _seen(tokenizer, batches) -> list[int]:
