@@ -287,7 +287,6 @@ PARAMETER_DEBT = {
     "components/tokenizers/train.py train_tokenizer_from_iterator",
     "components/tokenizers/train.py train_tokenizer",
     "components/training/loop.py train_lapt",
-    "components/training/head_fit.py fit_new_output_rows",
     "components/tokenizers/language_fertility.py language_fertility_report",
 }
 

@@ -140,19 +140,37 @@ def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
     return torch.cat(states), torch.cat(targets), torch.cat(sequences)
 
 
+@dataclass(frozen=True)
+class HeadFitSettings:
+    """How the new rows are fitted: ``passes`` over the positions with Adam at ``learning_rate``,
+    ``positions_per_update`` positions an update, seeded with ``seed``; ``untie`` gives a tied model a head of its
+    own first; ``validation_fraction`` and ``checks_per_pass`` are the held-out check, ``bf16`` the autocast of the
+    matrix products (see :func:`fit_new_output_rows`)."""
+
+    passes: int = 12
+    learning_rate: float = 1e-2
+    positions_per_update: int = 4096
+    seed: int = 0
+    untie: bool = False
+    validation_fraction: float = 0.1
+    checks_per_pass: int = 4
+    bf16: bool = False
+
+
 def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-                        new_token_ids: Sequence[int], *, passes: int = 12, learning_rate: float = 1e-2,
-                        positions_per_update: int = 4096, seed: int = 0, untie: bool = False,
-                        validation_fraction: float = 0.1, checks_per_pass: int = 4,
-                        bf16: bool = False, progress: HeadFitProgress | None = None) -> HeadFitResult:
+                        new_token_ids: Sequence[int], settings: HeadFitSettings = HeadFitSettings(), *,
+                        progress: HeadFitProgress | None = None) -> HeadFitResult:
     """Fit the LM-head rows of ``new_token_ids`` to the next-token targets of ``batches`` ((input_ids,
-    attention_mask) pairs tokenized with the model's expanded tokenizer); every other parameter is left as it was.
-    ``validation_fraction`` of the sequences (at least one, when there are two or more) is held out, its loss checked
+    attention_mask) pairs tokenized with the model's expanded tokenizer), as ``settings`` say; every other
+    parameter is left as it was. ``validation_fraction`` of the sequences (at least one, when there are two or more) is held out, its loss checked
     ``checks_per_pass`` times a pass, and the rows with the lowest held-out loss are kept (0: no held-out check, the
     last rows are kept). ``bf16``: the matrix products (the body's forward, the old rows' logits, the new rows'
     logits and their gradients) run under bf16 autocast; hidden states, log-sum-exps, losses, the rows and Adam stay
     float32. ``progress(phase, done, total)``, when given, is told how far the forwards and the updates are. See the
     module docstring. Deterministic for a given seed, batches and device."""
+    passes, learning_rate, seed, untie = settings.passes, settings.learning_rate, settings.seed, settings.untie
+    positions_per_update, bf16 = settings.positions_per_update, settings.bf16
+    validation_fraction, checks_per_pass = settings.validation_fraction, settings.checks_per_pass
     if passes < 1:
         raise ValueError(f"passes must be at least 1, got {passes}")
     if not 0 <= validation_fraction < 1:

@@ -20,7 +20,7 @@ from torch import nn
 from vocadapt.components.metric_logging import MetricLogger, NullLogger
 from vocadapt.components.metrics.bits_per_byte import bits_per_byte
 from vocadapt.components.training.data import LaptData, PackedMixture, Worker
-from vocadapt.components.training.head_fit import fit_new_output_rows, new_token_ids_of
+from vocadapt.components.training.head_fit import HeadFitSettings, fit_new_output_rows, new_token_ids_of
 from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine
 from vocadapt.components.training.mtp import MultiTokenPrediction
 from vocadapt.components.training.objectives import Distillation, LaptObjective
@@ -215,11 +215,11 @@ def _fit_new_head(run: _Run, learning_rate: float) -> None:
     if settings.head_fit_tokens:
         count = max(1, -(-settings.head_fit_tokens // (settings.tokens_per_micro_batch * run.world_size)))
     batches = [run.mixture.next_batch(settings.batch_size) for _ in range(count)]
-    result = fit_new_output_rows(run.lm, [(b.input_ids, b.attention_mask) for b in batches], new_ids,
-                                 passes=settings.head_fit_passes, learning_rate=learning_rate,
-                                 seed=settings.seed, untie=settings.head_fit_untie,
-                                 validation_fraction=settings.head_fit_validation_fraction,
-                                 bf16=settings.head_fit_bf16, progress=_head_fit_progress(run.phase_hook))
+    fit = HeadFitSettings(passes=settings.head_fit_passes, learning_rate=learning_rate, seed=settings.seed,
+                          untie=settings.head_fit_untie, validation_fraction=settings.head_fit_validation_fraction,
+                          bf16=settings.head_fit_bf16)
+    result = fit_new_output_rows(run.lm, [(b.input_ids, b.attention_mask) for b in batches], new_ids, fit,
+                                 progress=_head_fit_progress(run.phase_hook))
     seconds = time.perf_counter() - started
     fitted = int(sum(b.real_tokens for b in batches)) * run.world_size  # every rank packs the same count
     run.step = run.step + 1 if after_lapt else run.total_steps  # after LAPT: one step past the last optimizer step

@@ -6,7 +6,7 @@ import torch
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
 from vocadapt.components.metric_logging import InMemoryLogger
 from vocadapt.components.training import LaptData, LaptSettings, train_lapt
-from vocadapt.components.training.head_fit import fit_new_output_rows, new_token_ids_of
+from vocadapt.components.training.head_fit import HeadFitSettings, fit_new_output_rows, new_token_ids_of
 
 VOCABULARY, NEW = 48, list(range(40, 48))  # ids 40..47 play the tokens an expansion added
 
@@ -32,7 +32,7 @@ def test_only_the_new_head_rows_learn_and_the_model_writes_them():
     model = make_model(VOCABULARY, tie=True)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     assert _next_token_after(model, 7) != 44
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2, untie=True)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=20, learning_rate=5e-2, untie=True))
     assert result.untied and model.config.tie_word_embeddings is False
     assert model.lm_head.weight is not model.model.embed_tokens.weight
     assert result.loss_after < result.loss_before
@@ -50,7 +50,7 @@ def test_only_the_new_head_rows_learn_and_the_model_writes_them():
 def test_a_tied_model_stays_tied_by_default_and_only_its_new_rows_change():
     model = make_model(VOCABULARY, tie=True)
     before = model.model.embed_tokens.weight.detach().clone()
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=20, learning_rate=5e-2))
     assert not result.untied and model.lm_head.weight is model.model.embed_tokens.weight
     assert torch.equal(model.lm_head.weight.detach()[:40], before[:40])
     assert _next_token_after(model, 7) == 44
@@ -60,7 +60,7 @@ def test_same_seed_same_rows_byte_for_byte():
     rows = []
     for _ in range(2):
         model = make_model(VOCABULARY, tie=False)
-        fit_new_output_rows(model, _planted_batches(), NEW, passes=3, seed=5)
+        fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=3, seed=5))
         rows.append(model.lm_head.weight.detach()[NEW].numpy().tobytes())
     assert rows[0] == rows[1]
 
@@ -68,7 +68,7 @@ def test_same_seed_same_rows_byte_for_byte():
 def test_an_untied_head_stays_untied_and_its_old_rows_stay():
     model = make_model(VOCABULARY, tie=False)
     old_head = model.lm_head.weight.detach().clone()
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=2)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=2))
     assert not result.untied
     assert torch.equal(model.lm_head.weight.detach()[:40], old_head[:40])
 
@@ -88,7 +88,7 @@ def _mean_loss(model, batches) -> float:
 
 def test_the_held_out_check_keeps_a_fit_that_generalises():
     model = make_model(VOCABULARY, tie=False)
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=20, learning_rate=5e-2))
     assert result.validation_positions > 0 and result.kept_update > 0
     assert result.validation_loss_after < result.validation_loss_before
     assert result.metrics()["head_fit_validation_loss_after"] == result.validation_loss_after
@@ -101,11 +101,11 @@ def test_the_held_out_check_refuses_rows_that_only_fit_their_own_positions():
     unchecked, checked = make_model(VOCABULARY, tie=False), make_model(VOCABULARY, tie=False)
     before = _mean_loss(unchecked, fresh)
     initial_rows = checked.lm_head.weight.detach()[NEW].clone()
-    overfit = fit_new_output_rows(unchecked, _noise_batches(0), NEW, passes=40, learning_rate=0.3,
-                                  positions_per_update=64, validation_fraction=0)
+    overfit = fit_new_output_rows(unchecked, _noise_batches(0), NEW, HeadFitSettings(
+        passes=40, learning_rate=0.3, positions_per_update=64, validation_fraction=0))
     assert overfit.loss_after < overfit.loss_before and _mean_loss(unchecked, fresh) > before + 0.1
-    result = fit_new_output_rows(checked, _noise_batches(0), NEW, passes=40, learning_rate=0.3,
-                                 positions_per_update=64, validation_fraction=0.25)
+    result = fit_new_output_rows(checked, _noise_batches(0), NEW, HeadFitSettings(
+        passes=40, learning_rate=0.3, positions_per_update=64, validation_fraction=0.25))
     assert result.kept_update == 0 and result.updates > 0
     assert result.validation_loss_after == result.validation_loss_before
     assert torch.equal(checked.lm_head.weight.detach()[NEW], initial_rows)
@@ -114,7 +114,7 @@ def test_the_held_out_check_refuses_rows_that_only_fit_their_own_positions():
 
 def test_without_the_check_every_position_fits_and_the_last_rows_stay():
     model = make_model(VOCABULARY, tie=False)
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=3, validation_fraction=0)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=3, validation_fraction=0))
     assert result.validation_positions == 0 and result.validation_loss_before is None
     assert result.kept_update == result.updates == 3 * 1  # 552 positions: one update of 4,096 per pass
     assert "head_fit_validation_loss_after" not in result.metrics()
@@ -125,9 +125,9 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match="past the head"):
         fit_new_output_rows(model, _planted_batches(), [VOCABULARY + 3])
     with pytest.raises(ValueError, match="passes"):
-        fit_new_output_rows(model, _planted_batches(), NEW, passes=0)
+        fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=0))
     with pytest.raises(ValueError, match="validation_fraction"):
-        fit_new_output_rows(model, _planted_batches(), NEW, validation_fraction=1.0)
+        fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(validation_fraction=1.0))
     with pytest.raises(ValueError, match="init.mode expand"):  # no record of an expansion
         new_token_ids_of(model)
     model.config.vocadapt_init = {"mode": "replace", "new_id_ranges": [[0, 4]]}
@@ -211,7 +211,7 @@ def test_a_bf16_fit_gives_hidden_states_close_to_float32_and_the_same_fit(tokeni
     half, _, _ = head_fit._hidden_states(model, _planted_batches(), bf16=True)
     assert half.dtype == torch.float32 and not torch.equal(full, half)
     assert float((half - full).norm() / full.norm()) < 0.05
-    result = fit_new_output_rows(model, _planted_batches(), NEW, passes=20, learning_rate=5e-2, bf16=True)
+    result = fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=20, learning_rate=5e-2, bf16=True))
     assert result.loss_after < result.loss_before and _next_token_after(model, 7) == 44
     seen = []
     original = head_fit._hidden_states
@@ -238,8 +238,8 @@ def test_the_reported_fit_loss_reads_a_sample_of_the_positions_and_the_rows_are_
     def fit(sample: int):
         monkeypatch.setattr(head_fit, "METRIC_POSITIONS", sample)
         model = make_model(VOCABULARY, tie=False)
-        result = fit_new_output_rows(model, _planted_batches(), NEW, passes=3, learning_rate=5e-2,
-                                     validation_fraction=0)
+        result = fit_new_output_rows(model, _planted_batches(), NEW,
+                                     HeadFitSettings(passes=3, learning_rate=5e-2, validation_fraction=0))
         return result, model.lm_head.weight.detach().clone()
 
     everything, rows = fit(10**9)
@@ -254,7 +254,7 @@ def test_the_fit_reports_its_forwards_then_its_updates(tokenizer):
     its total; through train_lapt the phases are named for the console."""
     seen = []
     model = make_model(VOCABULARY, tie=True)
-    fit_new_output_rows(model, _planted_batches(), NEW, passes=3, learning_rate=5e-2, positions_per_update=64,
+    fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=3, learning_rate=5e-2, positions_per_update=64),
                         progress=lambda phase, done, total: seen.append((phase, done, total)))
     phases = [phase for phase, _, _ in seen]
     assert phases == sorted(phases, key=["hidden states", "updates"].index)  # forwards first, then updates
