@@ -34,7 +34,9 @@ def print_summary(result: AdaptResult, config: ExperimentConfig, console: Consol
 
     from vocadapt.pipelines.vocabulary_steps import language_streams
 
-    table = Table(title=f"Bits per byte on held-out text (lower is better), best: {result.best.method}")
+    ranked_on = "held-out" if result.best.out_of_domain_target_bpb() is None else "out-of-domain"  # MethodOutcome.score
+    table = Table(title=f"Bits per byte on held-out text (lower is better); best on {ranked_on} text: "
+                        f"{result.best.method}")
     streams = language_streams(config)  # target, target_<code> for each further target language, source
     columns = [(f"{stream}_{stage}", f"{code} {title}") for stage, title in (("zero_shot", "step 0"),
                                                                                ("after_lapt", "after LAPT"))

@@ -25,8 +25,8 @@ from rich.console import Console
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.sweeps.tune import (
-    METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume, end_runs_below,
-    fit, log_config_params, loggable, read_state, trial_experiment, validate_sweep, write_state,
+    METRIC, OUT_OF_DOMAIN_METRIC, Objective, SweepConfig, TrialContext, TrialOutcome, TrialSpec, can_resume,
+    end_runs_below, fit, log_config_params, loggable, read_state, trial_experiment, validate_sweep, write_state,
 )
 from vocadapt.platform.sweeps.cache import ArtefactCache
 from vocadapt.platform.tracking import Tracker, git_commit, resolve_tracking_uri
@@ -238,6 +238,7 @@ def leaderboard(grid, statuses: dict[str, str] | None = None) -> list[dict[str, 
             "status": status,
             "params": dict(result.config or {}),
             METRIC: metrics.get(METRIC),
+            OUT_OF_DOMAIN_METRIC: metrics.get(OUT_OF_DOMAIN_METRIC),
             "bpb_source": metrics.get("bpb_source"),
             "iterations": metrics.get("training_iteration", 0),
             "method": metrics.get("method") or None,
@@ -249,13 +250,25 @@ def leaderboard(grid, statuses: dict[str, str] | None = None) -> list[dict[str, 
         })
     order = {FINISHED: 0, STOPPED: 1, INTERRUPTED: 2, FAILED: 3}
     # ties go to the lower trial id, so a resumed sweep ranks (and registers) the same best trial again
-    return sorted(rows, key=lambda r: (order[r["status"]], r[METRIC] if r[METRIC] is not None else float("inf"),
+    key = ranking_metric(rows)
+    return sorted(rows, key=lambda r: (order[r["status"]], r[key] if r[key] is not None else float("inf"),
                                        str(r["trial_id"])))
+
+
+def ranking_metric(rows: list[dict[str, Any]]) -> str:
+    """What the finished trials are ranked by: their out-of-domain target bits per byte (the text the default
+    promotion gate reads) when every finished trial has one, else the held-out ``METRIC``, which comes from the
+    training corpora and flatters a trial fitted to their domain."""
+    finished = [row for row in rows if row["status"] == FINISHED]
+    if finished and all(row.get(OUT_OF_DOMAIN_METRIC) is not None for row in finished):
+        return OUT_OF_DOMAIN_METRIC
+    return METRIC
 
 
 def _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree) -> None:
     public = [{k: v for k, v in row.items() if k not in ("lineage",)} for row in rows]
-    tracker.log_dict(parent_id, {"metric": METRIC, "mode": "min", "trials": public}, "leaderboard.json")
+    tracker.log_dict(parent_id, {"metric": ranking_metric(rows), "mode": "min", "trials": public},
+                     "leaderboard.json")
     tracker.log_text(parent_id, leaderboard_markdown(rows), "leaderboard.md")
     tracker.log_metrics(parent_id, {f"trials.{status.lower()}": n for status, n in counts.items()})
     if best is None:
@@ -265,8 +278,8 @@ def _log_leaderboard(tracker, parent_id, rows, best, counts, base_tree) -> None:
     # tags, not params: a resumed sweep may find another best, and params cannot change
     for key, value in loggable({f"vocadapt.sweep.best.{k}": v for k, v in best["params"].items()}).items():
         tracker.client.set_tag(parent_id, key, value)
-    tracker.log_metrics(parent_id, {f"best.{METRIC}": best[METRIC], **(
-        {"best.bpb_source": best["bpb_source"]} if best["bpb_source"] is not None else {})})
+    tracker.log_metrics(parent_id, {f"best.{key}": best[key] for key in (METRIC, OUT_OF_DOMAIN_METRIC, "bpb_source")
+                                    if best.get(key) is not None})
     tracker.set_tags(parent_id, {"vocadapt.sweep.best_trial": best["trial_id"],
                                  "vocadapt.sweep.best_run_id": best["mlflow_run_id"] or ""})
 
@@ -276,15 +289,16 @@ _NOTES = {STOPPED: "stopped early by ASHA", INTERRUPTED: "interrupted: continue 
 
 def leaderboard_markdown(rows: list[dict[str, Any]]) -> str:
     keys = sorted({key for row in rows for key in row["params"]})
-    lines = ["| rank | trial | status | " + " | ".join(keys) + f" | {METRIC} | bpb_source | note |",
-             "|" + " --- |" * (len(keys) + 6)]
+    lines = ["| rank | trial | status | " + " | ".join(keys)
+             + f" | {METRIC} | {OUT_OF_DOMAIN_METRIC} | bpb_source | note |",
+             "|" + " --- |" * (len(keys) + 7)]
     for rank, row in enumerate(rows, 1):
         values = [json.dumps(row["params"].get(k)) for k in keys]
-        score = "-" if row[METRIC] is None else f"{row[METRIC]:.4f}"
-        source = "-" if row["bpb_source"] is None else f"{row['bpb_source']:.4f}"
+        scores = " | ".join("-" if row.get(key) is None else f"{row[key]:.4f}"
+                            for key in (METRIC, OUT_OF_DOMAIN_METRIC, "bpb_source"))
         note = row["error"] or _NOTES.get(row["status"], "")
         lines.append(f"| {rank} | {row['trial_id']} | {row['status']} | " + " | ".join(values)
-                     + f" | {score} | {source} | {note} |")
+                     + f" | {scores} | {note} |")
     return "\n".join(lines) + "\n"
 
 
@@ -332,13 +346,16 @@ def _print_leaderboard(rows, registered, console: Console) -> None:
     from rich.table import Table
 
     keys = sorted({key for row in rows for key in row["params"]})
-    table = Table(title=f"Sweep leaderboard: held-out target bits per byte ({METRIC}, lower is better)")
-    for column in ("rank", "trial", "status", *keys, METRIC, "note"):
-        table.add_column(column, justify="right" if column in ("rank", METRIC) else "left")
+    ranked_by = ranking_metric(rows)
+    text = "out-of-domain" if ranked_by == OUT_OF_DOMAIN_METRIC else "held-out"
+    table = Table(title=f"Sweep leaderboard: ranked by {text} target bits per byte ({ranked_by}, lower is better)")
+    scored = (METRIC, OUT_OF_DOMAIN_METRIC)
+    for column in ("rank", "trial", "status", *keys, *scored, "note"):
+        table.add_column(column, justify="right" if column in ("rank", *scored) else "left")
     for rank, row in enumerate(rows, 1):
-        score = "-" if row[METRIC] is None else f"{row[METRIC]:.4f}"
+        scores = ("-" if row.get(key) is None else f"{row[key]:.4f}" for key in scored)
         note = row["error"] or _NOTES.get(row["status"], "")
-        table.add_row(str(rank), row["trial_id"], row["status"], *(str(row["params"].get(k)) for k in keys), score,
+        table.add_row(str(rank), row["trial_id"], row["status"], *(str(row["params"].get(k)) for k in keys), *scores,
                       note)
     console.print(table)
     if registered:
@@ -375,7 +392,9 @@ def adapt_objective(config: ExperimentConfig, trial: TrialContext) -> TrialOutco
     bpb = best.bits_per_byte
     language = config.target.language
     metrics = {
-        METRIC: best.score(),
+        METRIC: best.held_out_target_bpb(),
+        **({OUT_OF_DOMAIN_METRIC: best.out_of_domain_target_bpb()} if best.out_of_domain_target_bpb() is not None
+           else {}),
         "bpb_source": bpb.get("source_after_lapt", bpb["source_zero_shot"]),
         **{f"bpb_{key}": value for key, value in bpb.items()},
         **{f"source_model.bpb_{key}": value for key, value in result.source_bits_per_byte.items()},

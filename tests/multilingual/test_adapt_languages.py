@@ -83,7 +83,7 @@ def test_adapt_expands_for_two_languages_and_reports_each(tmp_path, world, monke
     assert set(result.source_bits_per_byte) == {"target", "target_hi", "source"}
     outcome = result.best
     assert {"target_hi_zero_shot", "target_hi_after_lapt", "target_after_lapt"} <= set(outcome.bits_per_byte)
-    assert outcome.score() == pytest.approx((outcome.bits_per_byte["target_after_lapt"]
+    assert outcome.held_out_target_bpb() == pytest.approx((outcome.bits_per_byte["target_after_lapt"]
                                              + outcome.bits_per_byte["target_hi_after_lapt"]) / 2)
     tracker = Tracker(result.tracking_uri, config.tracking.experiment)
     metrics = tracker.client.get_run(result.parent_run_id).data.metrics
