@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.loading import load_benchmark
+
 pytestmark = pytest.mark.timeout(600)
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "family_fertility.py"
 FAMILIES = ("llama3_1", "mistral_v1")
 SIZES = (20, 60)
 
 
 @pytest.fixture(scope="module")
 def quick_matrix(embedded_assets, family_tokenizers, tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("family_fertility", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_benchmark("family_fertility")
     out = tmp_path_factory.mktemp("family-fertility")
     script.main(["--quick", "--families", *FAMILIES, "--languages", "it", "en", "--no-out-of-domain",
                  "--expand-sizes", *map(str, SIZES), "--out", str(out)])  # fmt: skip
