@@ -390,11 +390,11 @@ def adapt_objective(config: ExperimentConfig, trial: TrialContext) -> TrialOutco
                        cache=cache)
     best = result.best
     bpb = best.bits_per_byte
+    out_of_domain = best.out_of_domain_target_bpb()
     language = config.target.language
     metrics = {
         METRIC: best.held_out_target_bpb(),
-        **({OUT_OF_DOMAIN_METRIC: best.out_of_domain_target_bpb()} if best.out_of_domain_target_bpb() is not None
-           else {}),
+        **({OUT_OF_DOMAIN_METRIC: out_of_domain} if out_of_domain is not None else {}),
         "bpb_source": bpb.get("source_after_lapt", bpb["source_zero_shot"]),
         **{f"bpb_{key}": value for key, value in bpb.items()},
         **{f"source_model.bpb_{key}": value for key, value in result.source_bits_per_byte.items()},
