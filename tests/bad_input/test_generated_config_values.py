@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.language_id import LID_LABELS
-from vocadapt.platform.config import ExperimentConfig, _Entries, _schema_of, load_config
+from vocadapt.platform.config import ExperimentConfig, load_config
+from vocadapt.platform.config.loading import _Entries, _schema_of
 
 SETTINGS = settings(max_examples=25, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
