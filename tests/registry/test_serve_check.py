@@ -100,8 +100,9 @@ def test_one_vllm_probe_answers_every_check_of_the_process(tiny_model, tmp_path,
     second's clean-up setting fails it, so nothing of the first folder's answer was reused)."""
     from vocadapt.platform.model_loading import load_checkpoint_tokenizer
     from vocadapt.platform.serving import serve_check
+    from vocadapt.platform.serving.vllm_probe_process import VllmProbe
 
-    monkeypatch.setattr(serve_check, "_vllm_cache_file",
+    monkeypatch.setattr(serve_check, "vllm_cache_file",
                         lambda folder, cases, python: tmp_path / "no-cache" / f"{Path(folder).name}.json")
     statuses, probes = [], []
     for name, clean_up in (("plain", False), ("cleaned", True)):
@@ -113,7 +114,7 @@ def test_one_vllm_probe_answers_every_check_of_the_process(tiny_model, tmp_path,
         finding = serve_check.check_decoding_vllm(model_dir, tokenizer, serve_check.probe_cases(tokenizer))
         _vllm_ran(finding)
         statuses.append(finding.status)
-        probes.append([probe.process.pid for probe in serve_check._VllmProbe._running.values()])
+        probes.append([probe.process.pid for probe in VllmProbe._running.values()])
     assert statuses == ["pass", "fail"], statuses
     assert len(probes[0]) == 1 and probes[0] == probes[1], probes
 
@@ -296,7 +297,7 @@ def test_the_pyfunc_answers_the_greedy_decode_and_a_pyfunc_of_other_weights_is_c
 def test_the_vllm_answer_is_cached_by_tokenizer_and_config_not_by_vocadapt_records(tmp_path):
     """The same tokenizer and config meet vLLM's cached answer again though config.json's ``vocadapt_init`` (its
     timings) differs run to run; a config change that vLLM reads (vocab_size) is a new key."""
-    from vocadapt.platform.serving.serve_check import _vllm_cache_file
+    from vocadapt.platform.serving.vllm_probe_process import vllm_cache_file
 
     python = tmp_path / "venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
@@ -308,5 +309,5 @@ def test_the_vllm_answer_is_cached_by_tokenizer_and_config_not_by_vocadapt_recor
         (folder / "tokenizer.json").write_text('{"model": "the same"}')
         (folder / "config.json").write_text(json.dumps({"vocab_size": rows, "vocadapt_init": {"seconds": seconds}}))
         folders.append(folder)
-    keys = [_vllm_cache_file(folder, [["ciao"]], python) for folder in folders]
+    keys = [vllm_cache_file(folder, [["ciao"]], python) for folder in folders]
     assert keys[0] == keys[1] != keys[2]
