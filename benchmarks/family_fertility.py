@@ -145,11 +145,11 @@ def source_tokenizer(name: str) -> tuple[Any, str, str]:
 
 def measure(tokenizer: Any, texts: dict[str, list[str]], new_token_ids: list[int] | None = None) -> dict[str, dict]:
     """Every text's fertility figures (``language_fertility_report``) for one tokenizer."""
-    from vocadapt.components.tokenizers.language_fertility import language_fertility_report
+    from vocadapt.components.tokenizers.language_fertility import LanguageDocuments, language_fertility_report
 
     figures = {}
     for key, documents in texts.items():
-        report = language_fertility_report(tokenizer, documents, language=key.split("/")[0],
+        report = language_fertility_report(tokenizer, LanguageDocuments(documents, key.split("/")[0]),
                                            new_token_ids=new_token_ids)
         figures[key] = {"tokens": report.tokens, "words": report.words, "documents": report.documents,
                         "bytes": report.bytes, "tokens_per_word": report.tokens_per_word,
@@ -174,15 +174,15 @@ def family_variants(name: str, texts: dict[str, list[str]], training: TrainingTe
                     workdir: Path) -> dict[str, Any]:
     """One family: the source, the replaced and the expanded tokenizers, each measured on every text."""
     from vocadapt.components.tokenizers.expand import expand_with_top_k, protected_source_text, unreachable_tokens
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
     italian_train, train_file, guard_words = training.italian_train, training.train_file, training.guard_words
     source, display, kind = source_tokenizer(name)
     entry: dict[str, Any] = {"display": display, "kind": kind, "variants": {}}
     entry["variants"]["source"] = {"vocab_size": len(source), "measures": measure(source, texts)}
     started = time.perf_counter()
-    target = train_tokenizer([train_file], kind, arguments.target_size, workdir / name, like=source,
-                             max_lines=3000 if arguments.quick else None, show_progress=False)  # fmt: skip
+    spec = TokenizerTrainingSpec(kind, arguments.target_size, max_lines=3000 if arguments.quick else None, like=source)
+    target = train_tokenizer([train_file], spec, workdir / name, show_progress=False)
     entry["variants"]["replace"] = {"vocab_size": len(target), "seconds": time.perf_counter() - started,
                                     "measures": measure(target, texts)}
     _print_variant(name, "replace", entry["variants"]["replace"])

@@ -48,7 +48,7 @@ def adaptation_figures(workdir: str) -> None:
     from vocadapt.components.tokenizers.expand import expand_vocabulary, top_k_new_tokens, unreachable_tokens
     from vocadapt.components.tokenizers.expand import delta_vocabulary, protected_source_text
     from vocadapt.components.tokenizers.fertility import fertility_report
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
     from vocadapt.platform.assets.embedded import load_assets
     from vocadapt.components.corpora.lines import read_lines
     from vocadapt.platform.model_loading import load_tokenizer
@@ -58,8 +58,8 @@ def adaptation_figures(workdir: str) -> None:
     italian_train = read_lines([assets.corpus("it", "train")])
     held_out_it, held_out_en = read_lines([assets.corpus("it", "test")]), read_lines([assets.corpus("en", "test")])
     english_train = read_lines([assets.corpus("en", "train")])
-    target = train_tokenizer([assets.corpus("it", "train")], "bytelevel-bpe", 16384, Path(workdir) / "target",
-                             like=source, show_progress=False)  # fmt: skip
+    target = train_tokenizer([assets.corpus("it", "train")], TokenizerTrainingSpec("bytelevel-bpe", 16384, like=source),
+                             Path(workdir) / "target", show_progress=False)  # fmt: skip
     base = fertility_report(source, held_out_it).tokens_per_word
     trained = fertility_report(target, held_out_it).tokens_per_word
     print(f"held-out Italian tokens/word: SmolLM2 {base:.4f}, target tokenizer {trained:.4f} "

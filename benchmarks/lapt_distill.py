@@ -33,10 +33,11 @@ def _student(assets, vocabulary: int, folder: Path):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
-    tokenizer = train_tokenizer([assets.corpus("it", "train")], "bytelevel-bpe", vocabulary, folder / "tokenizer",
-                                max_lines=20000, show_progress=False)
+    tokenizer = train_tokenizer([assets.corpus("it", "train")],
+                                TokenizerTrainingSpec("bytelevel-bpe", vocabulary, max_lines=20000),
+                                folder / "tokenizer", show_progress=False)
     model = AutoModelForCausalLM.from_pretrained(assets.model_dir, dtype=torch.float32)
     torch.manual_seed(0)
     model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
@@ -48,7 +49,7 @@ def measure(objective: str, args) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from vocadapt.components.metric_logging import InMemoryLogger
-    from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+    from vocadapt.components.training import LaptData, LaptHooks, LaptRuntime, LaptSettings, train_lapt
     from vocadapt.components.training.data import read_documents
     from vocadapt.components.training.objectives import Distillation
     from vocadapt.platform.assets.embedded import load_assets
@@ -70,7 +71,9 @@ def measure(objective: str, args) -> dict:
     if gpu:
         torch.cuda.reset_peak_memory_stats()
     logger = InMemoryLogger()
-    train_lapt(model, tokenizer, data, settings, logger, distillation=distillation)
+    train_lapt(model, tokenizer, data, settings,
+               hooks=LaptHooks(logger=logger),
+               runtime=LaptRuntime(distillation=distillation))
     later = [metrics for step, metrics in logger.records if step and step > 1]
     peak = torch.cuda.max_memory_allocated() / 2**30 if gpu else \
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

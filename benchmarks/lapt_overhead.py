@@ -61,11 +61,10 @@ def bare(model_dir: Path, folder: Path, settings: dict) -> float:
 
 
 def on_ray(model_dir: Path, folder: Path, settings: dict) -> float:
-    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, run_lapt_on_ray
 
-    result = run_lapt_on_ray(model_dir, model_dir, settings, target_files=[folder / "it.txt"],
-                             source_files=[folder / "en.txt"], output_dir=folder / "ray-out", run_name="overhead",
-                             storage_path=folder / "ray")
+    result = run_lapt_on_ray(model_dir, model_dir, settings, LaptInputs([folder / "it.txt"], [folder / "en.txt"]),
+                             placement=LaptPlacement(folder / "ray-out", "overhead", storage_path=folder / "ray"))
     return _median_after_warmup(result.series("tokens_per_second"))
 
 

@@ -63,7 +63,7 @@ def build_model(shape: str):
 def measure(shape: str, args, accumulation: int, compiled: bool) -> dict:
     import torch
 
-    from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+    from vocadapt.components.training import LaptData, LaptRuntime, LaptSettings, train_lapt
     from vocadapt.platform.lapt.deepspeed_config import deepspeed_engine_factory, init_single_process
 
     init_single_process("nccl")
@@ -76,7 +76,8 @@ def measure(shape: str, args, accumulation: int, compiled: bool) -> dict:
                             grad_accumulation_steps=accumulation, compile=compiled)
     data = LaptData({"target": [f"it-{i}" for i in range(4096)], "source": [f"en-{i}" for i in range(4096)]})
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": 2, "precision": "bf16"}, settings)
-    result = train_lapt(model, SyntheticTokenizer(model.config.vocab_size), data, settings, engine_factory=factory)
+    result = train_lapt(model, SyntheticTokenizer(model.config.vocab_size), data, settings,
+                        runtime=LaptRuntime(engine_factory=factory))
     after_warmup = [m for step, m in result.history if step > 3]
     figures = {
         "shape": shape + (" compiled" if compiled else ""), "weights": weights, "device": torch.cuda.get_device_name(0),

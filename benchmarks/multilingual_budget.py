@@ -68,7 +68,7 @@ def main() -> int:
     from vocadapt.components.tokenizers.expand import expand_vocabulary, protected_source_text
     from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
     from vocadapt.components.tokenizers.multilingual import expand_for_languages
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
     from vocadapt.pipelines.languages import read_pairs
     from vocadapt.platform.assets.embedded import load_assets
 
@@ -91,11 +91,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         for language in args.languages:
             started = time.perf_counter()
-            auxiliary[language] = train_tokenizer(
-                [assets.corpus(language, "train")], vocab_size=args.vocab_size,
-                out_dir=Path(scratch) / language, max_lines=args.training_lines, like=source, show_progress=False,
-                **tokenizer_settings_for(language),
-            )
+            spec = TokenizerTrainingSpec(vocab_size=args.vocab_size, max_lines=args.training_lines, like=source,
+                                         **tokenizer_settings_for(language))
+            auxiliary[language] = train_tokenizer([assets.corpus(language, "train")], spec, Path(scratch) / language,
+                                                  show_progress=False)
             ranking = _lines(assets.corpus(language, "train"), args.ranking_lines)
             candidates.append(language_candidates(language, source, auxiliary[language], ranking))
             print(f"{language}: {len(auxiliary[language]):,}-token tokenizer, {len(candidates[-1].candidates):,} "

@@ -19,7 +19,7 @@ from vocadapt.components.initializers import configure_initializer
 from vocadapt.components.metrics.bits_per_byte import bits_per_byte
 from vocadapt.components.surgery import Initialisation, RowLayout, adapt_embeddings
 from vocadapt.components.tokenizers.expand import expand_with_top_k
-from vocadapt.components.tokenizers.train import train_tokenizer
+from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 from vocadapt.components.training import LaptData, LaptSettings, train_lapt
 from vocadapt.components.training.data import read_documents
 from vocadapt.platform.assets.embedded import load_assets
@@ -37,8 +37,9 @@ assets = load_assets(languages=("it",))
 src_tok = AutoTokenizer.from_pretrained(assets.model_dir)
 source = AutoModelForCausalLM.from_pretrained(assets.model_dir, dtype=torch.float32)
 it_train, en_train = read_documents(assets.corpus("it", "train")), read_documents(assets.corpus("en", "train"))
-trained = train_tokenizer([assets.corpus("it", "train")], "bytelevel-bpe", 16384, out / "tok", max_lines=LINES, seed=0,
-                          like=src_tok, show_progress=False, overwrite=True)
+trained = train_tokenizer([assets.corpus("it", "train")],
+                          TokenizerTrainingSpec("bytelevel-bpe", 16384, max_lines=LINES, seed=0, like=src_tok),
+                          out / "tok", show_progress=False, overwrite=True)
 lexicon = assets.lexicon("en")
 change = expand_with_top_k(src_tok, trained, it_train[:LINES], 5000, protect=en_train[:LINES],
                            protect_words=lexicon.read_text(encoding="utf-8").split() if lexicon else None)

@@ -31,12 +31,13 @@ def _target_tokenizer(arguments, source_tokenizer, corpus: list[str]):
 
     from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
     from vocadapt.components.tokenizers.replace import replace_vocabulary
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
     trained_dir = arguments.work / f"target-{arguments.vocab_size}"
     if not (trained_dir / "tokenizer.json").exists():
-        train_tokenizer(corpus, vocab_size=arguments.vocab_size, out_dir=trained_dir, min_frequency=2, seed=0,
-                        like=source_tokenizer, show_progress=False, **tokenizer_settings_for("it", "bytelevel-bpe"))
+        spec = TokenizerTrainingSpec(vocab_size=arguments.vocab_size, min_frequency=2, seed=0, like=source_tokenizer,
+                                     **tokenizer_settings_for("it", "bytelevel-bpe"))
+        train_tokenizer(corpus, spec, trained_dir, show_progress=False)
     return replace_vocabulary(source_tokenizer, AutoTokenizer.from_pretrained(str(trained_dir)))
 
 

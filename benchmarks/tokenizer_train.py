@@ -34,7 +34,7 @@ def cut_corpus(files: list[Path], megabytes: float, out: Path) -> float:
 
 
 def main() -> int:
-    from vocadapt.components.tokenizers.train import KINDS, train_tokenizer
+    from vocadapt.components.tokenizers.train import KINDS, TokenizerTrainingSpec, train_tokenizer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--kind", action="append", choices=KINDS)
@@ -56,7 +56,8 @@ def main() -> int:
         print(f"{'kind':<16}{'seconds':>10}{'tokens':>10}")
         for kind in args.kind or ["bytelevel-bpe", "spm-bpe"]:
             started = time.perf_counter()
-            tokenizer = train_tokenizer([corpus], kind, args.vocab_size, Path(folder) / kind, show_progress=False)
+            tokenizer = train_tokenizer([corpus], TokenizerTrainingSpec(kind, args.vocab_size),
+                                        Path(folder) / kind, show_progress=False)
             print(f"{kind:<16}{time.perf_counter() - started:>10.1f}{len(tokenizer):>10,}", flush=True)
     return 0
 

@@ -253,22 +253,21 @@ def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str
     """Fertility of both tokenizers on held-out target and source-language text, language-aware (tokens per
     word only where the script delimits words), with parity against the English side of aligned paragraphs."""
     from vocadapt.components.tokenizers.fertility import ParallelText
-    from vocadapt.components.tokenizers.language_fertility import language_fertility_report
+    from vocadapt.components.tokenizers.language_fertility import LanguageDocuments, language_fertility_report
 
     english = config.target.source_language
     table = {}
     for name, tokenizer in (("source", source_tokenizer), ("target", change.tokenizer)):
         for stream, lang in language_streams(config):
             report = language_fertility_report(
-                tokenizer, held_out[stream], language=lang, name=f"{name}_tokenizer",
+                tokenizer, LanguageDocuments(held_out[stream], lang), name=f"{name}_tokenizer",
                 new_token_ids=change.new_token_ids if name == "target" else None,
             )
             table[f"{name}_tokenizer.{lang}"] = _as_dict(report)
         for language, pairs in (parallel or {}).items():
-            aligned = language_fertility_report(
-                tokenizer, pairs[language], language=language,
-                reference=ParallelText(pairs[english], tokenizer=source_tokenizer, language=english),
-            )
+            aligned = language_fertility_report(tokenizer, LanguageDocuments(
+                pairs[language], language,
+                reference=ParallelText(pairs[english], tokenizer=source_tokenizer, language=english)))
             table[f"{name}_tokenizer.{language}"]["parity"] = aligned.parity
     return table
 

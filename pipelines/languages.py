@@ -313,15 +313,13 @@ def _target_tokenizers(corpus: LanguageCorpus, context: MatrixContext, tokenizer
     the tokenization of the English lines and of the lexicon's words (trained under ``<workdir>/<language>``)."""
     from vocadapt.components.tokenizers.expand import expand_with_top_k, protected_source_text
     from vocadapt.components.tokenizers.replace import replace_vocabulary
-    from vocadapt.components.tokenizers.train import iter_corpus_lines, train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, iter_corpus_lines, train_tokenizer
 
     source_tokenizer, settings, lexicon = context.source_tokenizer, context.settings, context.lexicon
     workdir = context.workdir / corpus.language
-    trained = train_tokenizer(
-        list(corpus.train_files), vocab_size=settings.vocab_size, out_dir=workdir / "tokenizer",
-        max_lines=settings.tokenizer_training_lines, seed=settings.seed, like=source_tokenizer,
-        show_progress=False, **tokenizer_settings,
-    )  # fmt: skip
+    spec = TokenizerTrainingSpec(vocab_size=settings.vocab_size, max_lines=settings.tokenizer_training_lines,
+                                 seed=settings.seed, like=source_tokenizer, **tokenizer_settings)
+    trained = train_tokenizer(list(corpus.train_files), spec, workdir / "tokenizer", show_progress=False)
     replacement = replace_vocabulary(source_tokenizer, trained)
     ranking = list(iter_corpus_lines(list(corpus.train_files), settings.expansion_ranking_lines))
     # the word list's guard (built once per matrix by with_guard, here if it was not) and this language's lines
@@ -336,7 +334,7 @@ def _fertility(source_tokenizer, replacement, expansion, pairs: list[tuple[str, 
     """Reports of the source, replaced and expanded tokenizers on the held-out ``pairs`` (target paragraph,
     English paragraph); parity against English under the source's. ``segmentation`` names the language."""
     from vocadapt.components.tokenizers.fertility import ParallelText
-    from vocadapt.components.tokenizers.language_fertility import language_fertility_report
+    from vocadapt.components.tokenizers.language_fertility import LanguageDocuments, language_fertility_report
 
     documents, english = [target for target, _ in pairs], [reference for _, reference in pairs]
 
@@ -345,11 +343,10 @@ def _fertility(source_tokenizer, replacement, expansion, pairs: list[tuple[str, 
         "target": (replacement.tokenizer, replacement.new_token_ids),
         "expanded": (expansion.tokenizer, expansion.new_token_ids),
     }
+    text = LanguageDocuments(documents, segmentation.language, reference=ParallelText(english, source_tokenizer),
+                             segmentation=segmentation)
     return {
-        label: language_fertility_report(
-            tokenizer, documents, language=segmentation.language, reference=ParallelText(english, source_tokenizer),
-            new_token_ids=new_ids, segmentation=segmentation, name=label,
-        ).as_dict()
+        label: language_fertility_report(tokenizer, text, new_token_ids=new_ids, name=label).as_dict()
         for label, (tokenizer, new_ids) in contenders.items()
     }  # fmt: skip
 

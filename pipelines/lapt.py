@@ -47,23 +47,24 @@ class LaptRequest:
     def run(self, tracking_uri: str | None, mlflow_run_id: str | None) -> LaptRunResult:
         """Train on Ray Train, the driver logging to ``mlflow_run_id``; the teacher of a 'distill' objective is
         ``lapt.teacher`` or the source model, decided and checked once, in Ray's plan (:func:`check_teacher`)."""
-        from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
+        from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, LaptTracking, run_lapt_on_ray
 
         from vocadapt.pipelines.vocabulary_steps import lapt_language_files
 
         config = self.config
         streams = lapt_language_files(config, self.inputs)  # several target languages: a stream each
         settings = config.lapt if streams is None else config.lapt.model_copy(update={"train_files": streams})
-        return run_lapt_on_ray(
-            self.model_dir, self.model_dir, settings, target_files=list(self.inputs.target_train),
-            source_files=list(self.inputs.source_train),
+        inputs = LaptInputs(
+            list(self.inputs.target_train), list(self.inputs.source_train),
             eval_documents={stream: documents for stream, documents in self.held_out.items() if documents},
-            output_dir=self.output_dir or self.workdir / "lapt", run_name=self.run_name,
-            storage_path=config.lapt.storage_path or (self.workdir / "ray").resolve(),
-            tracking_uri=tracking_uri, mlflow_run_id=mlflow_run_id,
-            energy_country=config.tracking.country_iso_code if config.tracking.energy else None,
             teacher_dir=self.inputs.source_model,  # the default teacher; Ray's plan decides (check_teacher)
         )
+        placement = LaptPlacement(self.output_dir or self.workdir / "lapt", self.run_name,
+                                  storage_path=config.lapt.storage_path or (self.workdir / "ray").resolve())
+        tracking = LaptTracking(tracking_uri, mlflow_run_id,
+                                energy_country=config.tracking.country_iso_code if config.tracking.energy else None)
+        return run_lapt_on_ray(self.model_dir, self.model_dir, settings, inputs, placement=placement,
+                               tracking=tracking)
 
 
 def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) -> LaptRunResult:

@@ -25,7 +25,7 @@ def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cach
 
     Returns (adapted tokenizer, what changed: ``.target_to_source`` and ``.new_token_ids``, saved folder)."""
     from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
     if config.init.mode == "trim":
         return trim_source_tokenizer(config, inputs, source_tokenizer, workdir)
@@ -34,11 +34,11 @@ def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cach
     settings = tokenizer_settings_for(config.target.language, config.tokenizer.kind)
 
     def train(out_dir: Path):
-        return train_tokenizer(
-            list(inputs.target_train), vocab_size=config.tokenizer.vocab_size, out_dir=out_dir,
-            min_frequency=config.tokenizer.min_frequency, max_lines=config.tokenizer.max_training_lines,
-            seed=config.seed, like=source_tokenizer, **settings,
+        spec = TokenizerTrainingSpec(
+            vocab_size=config.tokenizer.vocab_size, min_frequency=config.tokenizer.min_frequency,
+            max_lines=config.tokenizer.max_training_lines, seed=config.seed, like=source_tokenizer, **settings,
         )
+        return train_tokenizer(list(inputs.target_train), spec, out_dir)
 
     if pretrained is not None:
         trained = pretrained
@@ -64,7 +64,8 @@ def several_languages_tokenizer(config, inputs, source_tokenizer, workdir: Path)
     expansion trains one tokenizer per language and adds tokenizer.expand_top_k new tokens (None: every candidate)
     split across the languages by tokenizer.budget_rule (``multilingual.expand_for_languages``), protecting the
     source language as a one-language expansion does."""
-    from vocadapt.components.tokenizers.train import train_tokenizer, train_tokenizer_from_iterator
+    from vocadapt.components.tokenizers.train import (
+        TokenizerTrainingSpec, train_tokenizer, train_tokenizer_from_iterator)
 
     languages = config.target.languages
     files = inputs.target_train_by_language(config.target.language)
@@ -76,19 +77,20 @@ def several_languages_tokenizer(config, inputs, source_tokenizer, workdir: Path)
 
         lines = balanced_mix({language: read_documents(files[language], None) for language in languages},
                              config.tokenizer.max_training_lines, config.seed)  # fmt: skip
-        trained = train_tokenizer_from_iterator(lines, out_dir=workdir / "tokenizer-trained",
-                                                corpus_name=f"the {'+'.join(languages)} mix",
-                                                **_mixed_settings(languages, config.tokenizer.kind), **common)
+        spec = TokenizerTrainingSpec(**_mixed_settings(languages, config.tokenizer.kind), **common)
+        trained = train_tokenizer_from_iterator(lines, spec, workdir / "tokenizer-trained",
+                                                corpus_name=f"the {'+'.join(languages)} mix")
         change = replace_vocabulary(source_tokenizer, trained)
     else:
         from vocadapt.components.tokenizers.expand import protected_source_text
         from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
         from vocadapt.components.tokenizers.multilingual import count_candidates, expand_for_languages
 
-        auxiliary = {language: train_tokenizer(
-            list(files[language]), out_dir=workdir / "tokenizer-trained" / language,
-            max_lines=config.tokenizer.max_training_lines, **tokenizer_settings_for(language, config.tokenizer.kind),
-            **common) for language in languages}  # fmt: skip
+        specs = {language: TokenizerTrainingSpec(max_lines=config.tokenizer.max_training_lines,
+                                                 **tokenizer_settings_for(language, config.tokenizer.kind), **common)
+                 for language in languages}  # fmt: skip
+        auxiliary = {language: train_tokenizer(list(files[language]), specs[language],
+                                               workdir / "tokenizer-trained" / language) for language in languages}
         documents = {language: read_documents(files[language], config.tokenizer.max_training_lines)
                      for language in languages}  # fmt: skip
         protect = read_documents(inputs.source_train, config.tokenizer.protect_lines) if inputs.source_train else []

@@ -64,16 +64,16 @@ def train_command(
             raise UserError(f"--kind {kind!r}: unknown tokenizer kind; choose one of {', '.join(training.KINDS)}")
         if out.exists() and any(out.iterdir()) and not overwrite:
             raise UserError(f"--out {out} exists and is not empty; choose another --out or pass --overwrite")
-        options = dict(kind=kind, vocab_size=vocab_size, min_frequency=min_frequency, max_lines=max_lines,
-                       seed=seed, special_tokens=special_token or None, overwrite=overwrite,
-                       like=load_tokenizer(like) if like else None,
-                       require_vocab_size=True)  # fmt: skip  # a smaller vocabulary than asked is refused
+        spec = training.TokenizerTrainingSpec(
+            kind, vocab_size, min_frequency=min_frequency, special_tokens=special_token or None, max_lines=max_lines,
+            seed=seed, like=load_tokenizer(like) if like else None,
+            require_vocab_size=True)  # fmt: skip  # a smaller vocabulary than asked is refused
         try:
             if dataset is not None:
                 trained = training.train_tokenizer_from_dataset(
-                    _load_dataset(dataset), out, text_column=text_column, **options)  # fmt: skip
+                    _load_dataset(dataset), spec, out, text_column=text_column, overwrite=overwrite)  # fmt: skip
             else:
-                trained = training.train_tokenizer(corpus, out_dir=out, **options)
+                trained = training.train_tokenizer(corpus, spec, out, overwrite=overwrite)
         except training.VocabularyNotReached as error:
             raise UserError(f"--vocab-size {vocab_size}: {error} (--vocab-size {error.reached} or a lower "
                             "--min-frequency)") from error

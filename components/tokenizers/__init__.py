@@ -20,13 +20,15 @@ from vocadapt.components.tokenizers.expand import (
 from vocadapt.components.tokenizers.fertility import FertilityReport, fertility_report
 from vocadapt.components.tokenizers.overlap import TokenOverlap, token_overlap
 from vocadapt.components.tokenizers.replace import VocabularyReplacement, replace_vocabulary, updated_model_config
-from vocadapt.components.tokenizers.train import KINDS, train_tokenizer, train_tokenizer_from_dataset
+from vocadapt.components.tokenizers.train import (
+    KINDS, TokenizerTrainingSpec, train_tokenizer, train_tokenizer_from_dataset)
 
 __all__ = [
     "KINDS",
     "CanonicalToken",
     "FertilityReport",
     "TokenOverlap",
+    "TokenizerTrainingSpec",
     "VocabularyExpansion",
     "VocabularyReplacement",
     "canonical_index",

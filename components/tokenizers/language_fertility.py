@@ -3,9 +3,9 @@ only where words are delimited (with the rule stated), and parity against the En
 
 Parity follows "Design choices" §5.1 (after Petrov et al. 2023): the tokens a tokenizer needs for the target
 paragraphs over the tokens needed for the same paragraphs in English. By default the English side is tokenized by
-the same tokenizer; pass ``reference=ParallelText(english, source_tokenizer)`` to compare against English as the source model
-reads it (what the language matrix does, so a replaced tokenizer's parity says how much more the same content
-costs than it costs the original model in English).
+the same tokenizer; give ``LanguageDocuments`` a ``reference=ParallelText(english, source_tokenizer)`` to compare
+against English as the source model reads it (what the language matrix does, so a replaced tokenizer's parity says
+how much more the same content costs than it costs the original model in English).
 
 This wraps :func:`vocadapt.components.tokenizers.fertility.fertility_report`, whose ``words`` are whitespace
 splits; here they are replaced by :class:`~vocadapt.components.tokenizers.segmentation.Segmentation`'s count.
@@ -14,7 +14,7 @@ splits; here they are replaced by :class:`~vocadapt.components.tokenizers.segmen
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from vocadapt.components.tokenizers.fertility import ParallelText, fertility_report
@@ -66,36 +66,40 @@ class LanguageFertilityReport:
         }
 
 
+@dataclass(frozen=True)
+class LanguageDocuments:
+    """Paragraphs of one language to measure tokenizers on, with what fertility needs to know about them."""
+
+    documents: Sequence[str]  # one paragraph per string
+    language: str  # their language code: decides the script and the word rule
+    reference: ParallelText | None = None  # the same paragraphs in the reference language, line-aligned, for parity
+    segmentation: Segmentation | None = None  # the word rule; None: ``segmentation_for(language, documents)``
+
+
 def language_fertility_report(
     tokenizer: Any,
-    documents: Sequence[str],
+    text: LanguageDocuments,
     *,
-    language: str,
-    reference: ParallelText | None = None,
     new_token_ids: Iterable[int] | None = None,
-    segmentation: Segmentation | None = None,
     batch_size: int = 512,
     name: str | None = None,
 ) -> LanguageFertilityReport:
-    """Measure a tokenizer on paragraphs of ``language``.
+    """Measure a tokenizer on ``text``, paragraphs of one language.
 
     Args:
         tokenizer: a transformers fast tokenizer or a ``tokenizers.Tokenizer``.
-        documents: target-language paragraphs, one per string.
-        language: the documents' language code (decides the script and the word rule).
-        reference: the same paragraphs in its language, line-aligned, for parity.
+        text: the paragraphs, their language and, optionally, the reference paragraphs and the word rule.
         new_token_ids: ids of the new vocabulary for the share of new tokens.
-        segmentation: the word rule; default ``segmentation_for(language, documents)``.
         batch_size, name: as :func:`fertility_report`.
 
     Raises:
         ValueError: no documents, or reference documents that are not line-aligned.
     """
-    documents = list(documents)
+    documents, language, reference = list(text.documents), text.language, text.reference
     base = fertility_report(
         tokenizer, documents, reference=reference, new_token_ids=new_token_ids, batch_size=batch_size, name=name,
     )  # fmt: skip
-    segmentation = segmentation or segmentation_for(language, documents)
+    segmentation = text.segmentation or segmentation_for(language, documents)
     words = segmentation.count_words(documents)
     return LanguageFertilityReport(
         tokenizer=base.tokenizer,
@@ -123,14 +127,10 @@ def language_fertility_report(
     )
 
 
-def language_fertility_table(
-    tokenizers: dict[str, Any], documents: Sequence[str], *, language: str, **options
-) -> dict[str, LanguageFertilityReport]:
+def language_fertility_table(tokenizers: dict[str, Any], text: LanguageDocuments,
+                             **options) -> dict[str, LanguageFertilityReport]:
     """One report per named tokenizer on the same paragraphs, one segmentation for all (options as above)."""
-    segmentation = options.pop("segmentation", None) or segmentation_for(language, list(documents))
-    return {
-        label: language_fertility_report(
-            tokenizer, documents, language=language, segmentation=segmentation, name=label, **options
-        )
-        for label, tokenizer in tokenizers.items()
-    }
+    segmentation = text.segmentation or segmentation_for(text.language, list(text.documents))
+    text = replace(text, segmentation=segmentation)
+    return {label: language_fertility_report(tokenizer, text, name=label, **options)
+            for label, tokenizer in tokenizers.items()}

@@ -1,4 +1,4 @@
-"""Which target tokenizer suits a language's script, as keyword arguments for ``train_tokenizer``.
+"""Which target tokenizer suits a language's script, as keyword arguments for ``TokenizerTrainingSpec``.
 
 - Scripts without spaces between words (Japanese, Chinese, Thai, Lao, Khmer, Myanmar, Tibetan/Dzongkha):
   sentencepiece BPE, which needs no pre-tokenization on spaces ("Design choices" §3.1 trains a BPE sentencepiece
@@ -34,7 +34,7 @@ FULL_CHARACTER_COVERAGE = 1.0
 
 
 def tokenizer_settings_for(language: str, kind: str | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``train_tokenizer`` that suit ``language``'s script: ``kind`` and, for
+    """Keyword arguments for ``TokenizerTrainingSpec`` that suit ``language``'s script: ``kind`` and, for
     sentencepiece kinds, ``character_coverage`` (sentencepiece kinds always train with byte fallback).
 
     Args:

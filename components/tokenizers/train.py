@@ -14,6 +14,7 @@ import itertools
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,103 +76,98 @@ def check_corpus_files(corpus_files: Sequence[str | Path], max_lines: int | None
     return count
 
 
+@dataclass(frozen=True)
+class TokenizerTrainingSpec:
+    """The tokenizer to train: its kind (one of ``KINDS``) and total size, what the trainer is told, and the source
+    it must be able to replace. The same spec on the same text gives byte-identical files.
+
+    ``like``: a source tokenizer whose special and added tokens (at the first ids), roles, chat template and bos/eos
+    settings to carry. ``require_vocab_size``: refuse (``VocabularyNotReached``, nothing written) when the corpus
+    cannot reach ``vocab_size``; otherwise the tokenizer is saved with the size reached, ``len(result)``, which the
+    caller reports."""
+
+    kind: str
+    vocab_size: int  # special tokens included (sentencepiece's 256 byte pieces count too)
+    min_frequency: int = 2  # pairs seen fewer times are not merged (tokenizers' trainers)
+    special_tokens: Sequence[str] | None = None  # extra special tokens after the kind's (or ``like``'s) own
+    max_lines: int | None = None  # train on the first N non-empty lines only
+    seed: int = 0  # sentencepiece's only: the other trainers are deterministic
+    character_coverage: float | None = None  # sentencepiece's share of characters kept as pieces (None: 0.9995)
+    like: Any = None
+    require_vocab_size: bool = False
+
+
 def train_tokenizer(
     corpus_files: Sequence[str | Path],
-    kind: str,
-    vocab_size: int,
+    spec: TokenizerTrainingSpec,
     out_dir: str | Path,
     *,
-    min_frequency: int = 2,
-    special_tokens: Sequence[str] | None = None,
-    max_lines: int | None = None,
-    seed: int = 0,
-    character_coverage: float | None = None,
-    like: Any = None,
     overwrite: bool = False,
     show_progress: bool = True,
-    require_vocab_size: bool = False,
 ):
     """Train a tokenizer on text files and save it to ``out_dir``; returns the loaded fast tokenizer.
 
     Args:
         corpus_files: UTF-8 text files, one document or paragraph per line.
-        kind: one of ``KINDS``.
-        vocab_size: total size including special tokens (sentencepiece's 256 byte pieces count too).
+        spec: the tokenizer to train.
         out_dir: folder to write; it must not exist or be empty unless ``overwrite``.
-        min_frequency: pairs seen fewer times are not merged (tokenizers' trainers).
-        special_tokens: extra special tokens after the kind's (or ``like``'s) own.
-        max_lines: train on the first N non-empty lines only.
-        seed: sentencepiece's random seed (the other trainers are deterministic).
-        character_coverage: sentencepiece's share of characters kept as pieces (default 0.9995).
-        like: a source tokenizer whose special tokens, chat template and bos/eos settings to carry.
-        require_vocab_size: refuse (``VocabularyNotReached``, nothing written) when the corpus cannot reach
-            ``vocab_size``; otherwise the tokenizer is saved with the size reached, ``len(result)``, which the caller
-            reports.
 
     Files missing, not UTF-8 or without text are refused before training (a ``UserError`` naming file and line).
     """
-    check_corpus_files(corpus_files, max_lines)
-    lines = iter_corpus_lines(corpus_files, max_lines)
+    check_corpus_files(corpus_files, spec.max_lines)
+    lines = iter_corpus_lines(corpus_files, spec.max_lines)
     return train_tokenizer_from_iterator(
-        lines, kind, vocab_size, out_dir, min_frequency=min_frequency, special_tokens=special_tokens,
-        seed=seed, character_coverage=character_coverage, like=like, overwrite=overwrite,
-        show_progress=show_progress, require_vocab_size=require_vocab_size,
+        lines, spec, out_dir, overwrite=overwrite, show_progress=show_progress,
         corpus_name=", ".join(str(path) for path in corpus_files),
     )  # fmt: skip
 
 
-def train_tokenizer_from_dataset(dataset: Any, out_dir: str | Path, *, text_column: str = "text", **options):
-    """Train on an HF ``datasets.Dataset`` (or any iterable of dicts) column; options as :func:`train_tokenizer`."""
-    max_lines = options.pop("max_lines", None)
-    kind, vocab_size = options.pop("kind"), options.pop("vocab_size")
+def train_tokenizer_from_dataset(dataset: Any, spec: TokenizerTrainingSpec, out_dir: str | Path, *,
+                                 text_column: str = "text", overwrite: bool = False, show_progress: bool = True):
+    """Train on an HF ``datasets.Dataset`` (or any iterable of dicts) column; see :func:`train_tokenizer`."""
     texts = (row[text_column] for row in dataset)
-    lines = itertools.islice((text for text in texts if text and text.strip()), max_lines)
-    options.setdefault("corpus_name", f"column {text_column!r} of the dataset")
-    return train_tokenizer_from_iterator(lines, kind, vocab_size, out_dir, **options)
+    lines = (text for text in texts if text and text.strip())
+    return train_tokenizer_from_iterator(lines, spec, out_dir, overwrite=overwrite, show_progress=show_progress,
+                                         corpus_name=f"column {text_column!r} of the dataset")
 
 
 def train_tokenizer_from_iterator(
     lines: Iterable[str],
-    kind: str,
-    vocab_size: int,
+    spec: TokenizerTrainingSpec,
     out_dir: str | Path,
     *,
-    min_frequency: int = 2,
-    special_tokens: Sequence[str] | None = None,
-    seed: int = 0,
-    character_coverage: float | None = None,
-    like: Any = None,
     overwrite: bool = False,
     show_progress: bool = True,
-    require_vocab_size: bool = False,
     corpus_name: str = "the corpus",
 ):
-    """Train on an iterable of texts; see :func:`train_tokenizer`. Writes ``out_dir`` atomically; nothing when the
-    texts are empty or (``require_vocab_size``) cannot reach ``vocab_size``."""
+    """Train on an iterable of texts (the first ``spec.max_lines`` of them); see :func:`train_tokenizer`. Writes
+    ``out_dir`` atomically; nothing when the texts are empty or (``require_vocab_size``) cannot reach
+    ``vocab_size``."""
+    kind, vocab_size, like = spec.kind, spec.vocab_size, spec.like
     if kind not in KINDS:
         raise ValueError(f"unknown tokenizer kind {kind!r}; choose one of {', '.join(KINDS)}")
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"{out_dir} exists and is not empty; choose another folder or pass overwrite")
-    plan = plan_special_tokens(like, kind, special_tokens)
+    plan = plan_special_tokens(like, kind, spec.special_tokens)
     check_vocab_size_above_floor(vocab_size, kind, plan, like is not None)
-    lines = iter(lines)
+    lines = itertools.islice(lines, spec.max_lines)
     first = next(lines, None)
     if first is None:
         raise UserError(f"{corpus_name}: no non-empty text to train a tokenizer on; give text, one document per line")
     lines = _with_progress(itertools.chain([first], lines), show_progress)
     if kind.startswith("spm"):
-        backend = _train_spm(lines, kind, vocab_size, plan, seed, character_coverage)
+        backend = _train_spm(lines, kind, vocab_size, plan, spec.seed, spec.character_coverage)
     elif kind == "wordpiece":
-        backend = _train_wordpiece(lines, vocab_size, plan, min_frequency, show_progress)
+        backend = _train_wordpiece(lines, vocab_size, plan, spec.min_frequency, show_progress)
     else:
-        backend = _train_bytelevel(lines, vocab_size, plan, min_frequency, show_progress, like)
+        backend = _train_bytelevel(lines, vocab_size, plan, spec.min_frequency, show_progress, like)
     fast = wrap_fast(backend, plan, like)
-    if require_vocab_size and len(fast) < vocab_size:
+    if spec.require_vocab_size and len(fast) < vocab_size:
         raise VocabularyNotReached(
             f"{corpus_name} gives only {len(fast):,} {kind} tokens, not {vocab_size:,}, at min frequency "
-            f"{min_frequency} (no other piece occurs often enough); nothing was written. Ask for {len(fast):,} or "
-            "fewer, lower the min frequency, or add text", reached=len(fast))
+            f"{spec.min_frequency} (no other piece occurs often enough); nothing was written. Ask for {len(fast):,} "
+            "or fewer, lower the min frequency, or add text", reached=len(fast))
     save_atomically(fast, out_dir, overwrite)
     from transformers import AutoTokenizer
 

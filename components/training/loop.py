@@ -74,24 +74,38 @@ class _Run:
     engine_factory: EngineFactory | None = None  # builds each stage's optimizer engine (TorchEngine unless given)
 
 
-def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettings | dict, logger: MetricLogger | None = None, *,
-               checkpoint_hook: CheckpointHook | None = None, resume_state: str | Path | None = None,
-               eval_documents: dict[str, list[str]] | None = None,
-               engine_factory: EngineFactory | None = None,
-               step_hook: Callable[[int, dict], None] | None = None,
-               distillation: Distillation | None = None,
-               phase_hook: Callable[[str, int, int], None] | None = None) -> LaptResult:
+@dataclass(frozen=True)
+class LaptHooks:
+    """What a LAPT run reports to as it goes. The logger hears rank 0 only; the hooks run on every rank."""
+
+    logger: MetricLogger | None = None  # None: metrics go nowhere
+    # on_checkpoint(step, write, metrics), every ``checkpoint_every`` steps: ``write(directory)`` saves weights,
+    # optimizer, scheduler, data position and RNG there
+    on_checkpoint: CheckpointHook | None = None
+    on_step: Callable[[int, dict], None] | None = None  # (step, metrics) after every optimizer step: progress, faults
+    # (phase, done, total) for the steps that are not optimizer steps: the head fit's forwards and updates
+    on_phase: Callable[[str, int, int], None] | None = None
+
+
+@dataclass(frozen=True)
+class LaptRuntime:
+    """What a LAPT run is handed besides the model, its text and its settings: what the calling process loads or
+    chooses at run time, which a config section cannot hold."""
+
+    eval_documents: dict[str, list[str]] | None = None  # held-out documents per stream, scored during and after
+    distillation: Distillation | None = None  # the teacher, for objectives with a 'distill' term
+    engine_factory: EngineFactory | None = None  # builds each stage's optimizer engine (None: TorchEngine)
+    resume_state: str | Path | None = None  # a directory ``LaptHooks.on_checkpoint``'s write filled: continue after it
+
+
+def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettings | dict, *,
+               hooks: LaptHooks = LaptHooks(), runtime: LaptRuntime = LaptRuntime()) -> LaptResult:
     """Continue pre-training ``model`` on the mixed, packed ``data``; see the package docstring for the rest.
 
     settings: LaptSettings (the config's ``lapt`` section is one), or a mapping of its fields, validated (unknown
-    keys refused). checkpoint_hook(step, write, metrics) is
-    called every ``checkpoint_every`` steps; ``write(directory)`` saves weights, optimizer, scheduler, data position
-    and RNG there. resume_state: a directory ``write`` filled; training continues after its step.
-    step_hook(step, metrics) runs on every rank after every optimizer step (progress bars, fault injection).
-    phase_hook(phase, done, total) follows the steps that are not optimizer steps (the head fit's forwards and
-    updates), on every rank.
-    distillation: the teacher (the source model with its own tokenizer) for objectives with a 'distill' term.
+    keys refused).
     """
+    distillation = runtime.distillation
     if not isinstance(settings, LaptSettings):
         settings = LaptSettings.model_validate(settings)
     rank, world_size = _topology()
@@ -106,16 +120,16 @@ def train_lapt(model: nn.Module, tokenizer, data: LaptData, settings: LaptSettin
     run = _Run(settings, lm, module, tokenizer,
                PackedMixture(data, tokenizer, mixing=settings.mixing, sequence_length=settings.sequence_length,
                              seed=settings.seed, worker=Worker(rank, world_size)),
-               logger or NullLogger(), rank, world_size, eval_documents or {}, checkpoint_hook, step_hook,
-               settings.total_steps(world_size), objective, settings.peak_flops or detect_peak_flops())
+               hooks.logger or NullLogger(), rank, world_size, runtime.eval_documents or {}, hooks.on_checkpoint,
+               hooks.on_step, settings.total_steps(world_size), objective, settings.peak_flops or detect_peak_flops())
     if distillation is not None:
         teacher_length = settings.teacher_max_length or settings.sequence_length
         run.teacher_flops_per_token = forward_flops_per_token(distillation.teacher, teacher_length)
-    run.phase_hook, run.engine_factory = phase_hook, engine_factory or TorchEngine
+    run.phase_hook, run.engine_factory = hooks.on_phase, runtime.engine_factory or TorchEngine
     if settings.strategy == "new-head":  # no optimizer steps over the model: nothing to resume, a fit is minutes
         _fit_new_head(run, settings.learning_rate)
         return LaptResult(lm, run.history, run.step, run.tokens, run.trainable)
-    resume_state = Path(resume_state) if resume_state else None
+    resume_state = Path(runtime.resume_state) if runtime.resume_state else None
     if resume_state:
         _load_loop_state(run, resume_state)
     stages, start = plan_stages(settings, run.total_steps), 0

@@ -42,8 +42,8 @@ def worker_progress(rank: int, total_steps: int):
 
 
 def worker_phase_progress(rank: int):
-    """Rank 0 records how far a phase that is not an optimizer step is (``phase_hook(phase, done, total)``), every
-    5% of it, in the file the driver follows; None elsewhere (without a file the phase shows nothing)."""
+    """Rank 0 records how far a phase that is not an optimizer step is (``LaptHooks.on_phase(phase, done, total)``),
+    every 5% of it, in the file the driver follows; None elsewhere (without a file the phase shows nothing)."""
     path = os.environ.get(PROGRESS_ENV) if rank == 0 else None
     if not path:
         return None

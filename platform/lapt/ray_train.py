@@ -115,27 +115,50 @@ class LaptPlan:
         return (local / self.run_name if local is not None else self.output_dir.resolve()) / PROGRESS_FILE
 
 
-def plan_lapt(
-    model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSection | dict, *,
-    target_files: list[str | Path], source_files: list[str | Path] | None = None,
-    eval_documents: dict[str, list[str]] | None = None, output_dir: str | Path, run_name: str,
-    storage_path: str | Path | None = None, tracking_uri: str | None = None, mlflow_run_id: str | None = None,
-    energy_country: str | None = None, teacher_dir: str | Path | None = None,
-    worker_resources: dict[str, float] | None = None,
-) -> LaptPlan:
+@dataclass(frozen=True)
+class LaptInputs:
+    """What a LAPT run reads besides the model it trains: the text per stream and the teacher.
+
+    ``settings.train_files`` wins over the files when set, and a stream in ``settings.datasets`` reads that Hugging
+    Face dataset instead (each worker loading and streaming its own part)."""
+
+    target_files: list[str | Path]
+    source_files: list[str | Path] | None = None
+    eval_documents: dict[str, list[str]] | None = None  # held-out documents per stream, scored during and after
+    teacher_dir: str | Path | None = None  # the model to distil from under a 'distill' objective (lapt.teacher wins)
+
+
+@dataclass(frozen=True)
+class LaptPlacement:
+    """Where a LAPT run runs and writes: its name (a rerun under it resumes), the folder the trained model goes to,
+    where Ray keeps the checkpoints, and the custom resources that pin its workers to nodes."""
+
+    output_dir: str | Path
+    run_name: str
+    storage_path: str | Path | None = None  # a folder or a storage URI (``s3://bucket/prefix``); checked reachable
+    # custom Ray resources every worker asks for (``{"trainer_node": 1}``: one worker per node that offers one)
+    worker_resources: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class LaptTracking:
+    """What a LAPT run records besides its checkpoints: the MLflow run rank 0 logs into, and the energy grid."""
+
+    tracking_uri: str | None = None
+    mlflow_run_id: str | None = None
+    energy_country: str | None = None  # measure energy and CO2 on this grid (ISO alpha-3 code); None: nothing
+
+
+def plan_lapt(model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSection | dict, inputs: LaptInputs, *,
+              placement: LaptPlacement, tracking: LaptTracking = LaptTracking()) -> LaptPlan:
     """Check the inputs of a LAPT run (files exist, every stream with a share has text) before Ray starts.
 
-    settings: the config's ``lapt`` section (or a mapping of its fields); its ``seed`` seeds the run. target_files /
-    source_files: the LAPT text per stream (``settings.train_files`` wins when set; a stream in
-    ``settings.datasets`` reads that Hugging Face dataset instead, each worker loading and streaming its own part).
-    energy_country: measure the run's energy and CO2 on this grid (ISO alpha-3 code); None measures nothing.
-    teacher_dir: the model to distil from under a 'distill' objective (``lapt.teacher`` wins when set).
-    storage_path: a folder or a storage URI (``s3://bucket/prefix``); checked to be reachable here.
-    worker_resources: custom Ray resources every worker asks for (``{"trainer_node": 1}``: one worker per node
-    that offers one), to pin placement.
+    settings: the config's ``lapt`` section (or a mapping of its fields); its ``seed`` seeds the run.
     """
+    target_files, source_files, eval_documents = inputs.target_files, inputs.source_files, inputs.eval_documents
+    output_dir, storage_path = placement.output_dir, placement.storage_path
     section = lapt_section(settings)
-    teacher_dir = check_teacher(section, teacher_dir)
+    teacher_dir = check_teacher(section, inputs.teacher_dir)
     files = section.train_files or {"target": [str(p) for p in target_files],
                                     "source": [str(p) for p in source_files or []]}
     datasets = section.datasets or {}
@@ -146,10 +169,12 @@ def plan_lapt(
     loop_config = {
         "model_dir": str(Path(model_dir).resolve()), "tokenizer_dir": str(Path(tokenizer_dir).resolve()),
         "settings": section, "train_files": files, "eval_documents": eval_documents or {},
-        "tracking_uri": tracking_uri, "mlflow_run_id": mlflow_run_id, "energy_country": energy_country,
+        "tracking_uri": tracking.tracking_uri, "mlflow_run_id": tracking.mlflow_run_id,
+        "energy_country": tracking.energy_country,
         "teacher_dir": str(teacher_dir.resolve()) if teacher_dir else None,
     }
-    return LaptPlan(section, loop_config, run_name, storage, Path(output_dir), dict(worker_resources or {}))
+    return LaptPlan(section, loop_config, placement.run_name, storage, Path(output_dir),
+                    dict(placement.worker_resources or {}))
 
 
 def fit_lapt(train_loop: Callable[[dict], None], plan: LaptPlan) -> LaptRunResult:
@@ -160,13 +185,14 @@ def fit_lapt(train_loop: Callable[[dict], None], plan: LaptPlan) -> LaptRunResul
 
 
 def run_lapt_on_ray(model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSection | dict,
-                    **inputs: Any) -> LaptRunResult:
+                    inputs: LaptInputs, *, placement: LaptPlacement,
+                    tracking: LaptTracking = LaptTracking()) -> LaptRunResult:
     """Continue pre-training the model in ``model_dir`` on Ray Train; returns the trained model folder and metrics.
 
-    ``inputs`` are :func:`plan_lapt`'s keywords (the text per stream, where to write, the run name, tracking). The
-    trained model is written to ``output_dir/model``.
+    The arguments are :func:`plan_lapt`'s. The trained model is written to ``placement.output_dir/model``.
     """
-    return fit_lapt(lapt_worker, plan_lapt(model_dir, tokenizer_dir, settings, **inputs))
+    return fit_lapt(lapt_worker, plan_lapt(model_dir, tokenizer_dir, settings, inputs, placement=placement,
+                                           tracking=tracking))
 
 
 # Settings a run may change when it is resumed under its name; anything else would resume a different experiment.

@@ -79,13 +79,14 @@ def lapt_worker(config: dict) -> None:
             energy.meter.stop()  # the finished run's final.json keeps the energy that run took
             return _report_again(Path(resume_dir), rank)  # a finished run rerun under its name
         energy.resume(resume_dir)
-        result = training.train_lapt(
-            model, tokenizer, data, settings, logger, checkpoint_hook=energy.checkpoint_hook(_report_checkpoint),
-            resume_state=resume_dir, eval_documents=config["eval_documents"],
-            engine_factory=_engine_factory(settings),
-            step_hook=worker_progress(rank, settings.total_steps(ray.train.get_context().get_world_size())),
-            distillation=distillation, phase_hook=worker_phase_progress(rank),
+        hooks = training.LaptHooks(
+            logger=logger, on_checkpoint=energy.checkpoint_hook(_report_checkpoint),
+            on_step=worker_progress(rank, settings.total_steps(ray.train.get_context().get_world_size())),
+            on_phase=worker_phase_progress(rank),
         )
+        runtime = training.LaptRuntime(eval_documents=config["eval_documents"], distillation=distillation,
+                                       engine_factory=_engine_factory(settings), resume_state=resume_dir)
+        result = training.train_lapt(model, tokenizer, data, settings, hooks=hooks, runtime=runtime)
     _report_final(result, tokenizer, rank, energy.total(stop=True))
 
 

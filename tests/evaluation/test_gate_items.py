@@ -62,7 +62,7 @@ def test_score_model_item_parts_give_its_metrics(tiny, fixture_corpora, tmp_path
 
 def test_fertility_parts_pair_the_two_tokenizers_on_the_same_documents(tiny, fixture_corpora, tmp_path):
     from vocadapt.components.evaluation.bootstrap import paired_bootstrap
-    from vocadapt.components.tokenizers.language_fertility import language_fertility_report
+    from vocadapt.components.tokenizers.language_fertility import LanguageDocuments, language_fertility_report
     from vocadapt.pipelines.side_by_side import fertility_parts
 
     _, tokenizer = tiny
@@ -74,7 +74,7 @@ def test_fertility_parts_pair_the_two_tokenizers_on_the_same_documents(tiny, fix
     parts = fertility_parts(other, tokenizer, documents, "it")
     target, source = (parts[f"fertility.{name}_tokenizer.it.tokens_per_word"] for name in ("target", "source"))
     assert float(target.value()) == pytest.approx(
-        language_fertility_report(tokenizer, documents, language="it").tokens_per_word)
+        language_fertility_report(tokenizer, LanguageDocuments(documents, "it")).tokens_per_word)
     interval = paired_bootstrap(target, source)
     assert interval.low <= interval.estimate <= interval.high < 0  # the Italian tokenizer is shorter on Italian
 

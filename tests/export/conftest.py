@@ -17,13 +17,13 @@ def tiny_adapted_models(tmp_path_factory) -> dict[str, Path]:
     """{"replace": folder, "expand": folder}: tiny Llamas whose tokenizers vocadapt adapted to Italian."""
     from vocadapt.components.tokenizers.expand import expand_with_target
     from vocadapt.components.tokenizers.replace import replace_vocabulary
-    from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
 
     root = tmp_path_factory.mktemp("gguf-world")
-    source = train_tokenizer_from_iterator(ENGLISH, "bytelevel-bpe", 300, root / "source-tokenizer",
-                                           special_tokens=SPECIALS, show_progress=False)
-    target = train_tokenizer_from_iterator(ITALIAN, "bytelevel-bpe", 360, root / "target-tokenizer",
-                                           special_tokens=SPECIALS, like=source, show_progress=False)
+    source = train_tokenizer_from_iterator(ENGLISH, TokenizerTrainingSpec("bytelevel-bpe", 300, special_tokens=SPECIALS),
+                                           root / "source-tokenizer", show_progress=False)
+    target_spec = TokenizerTrainingSpec("bytelevel-bpe", 360, special_tokens=SPECIALS, like=source)
+    target = train_tokenizer_from_iterator(ITALIAN, target_spec, root / "target-tokenizer", show_progress=False)
     replaced = replace_vocabulary(source, target).tokenizer
     expanded = expand_with_target(source, target).tokenizer
     return {"replace": tiny_llama(replaced, root / "replace", seed=1),

@@ -67,14 +67,14 @@ def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
 
     from vocadapt.components.tokenizers.expand import expand_with_target
     from vocadapt.components.tokenizers.replace import replace_vocabulary
-    from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
     from vocadapt.platform.families.twins import TwinShape, build_twin
 
     twin = build_twin(family, folder / "twin", TwinShape(layers=1, width="reduced", dtype="float32"))
     source = AutoTokenizer.from_pretrained(str(twin))
     # Gemma-3 carries 6,415 added tokens into any tokenizer trained like it
-    target = train_tokenizer_from_iterator(ITALIAN, kind, 7000 if family == "gemma3" else 1200,
-                                           folder / "target", like=source, show_progress=False)
+    spec = TokenizerTrainingSpec(kind, 7000 if family == "gemma3" else 1200, like=source)
+    target = train_tokenizer_from_iterator(ITALIAN, spec, folder / "target", show_progress=False)
     adapted = (replace_vocabulary(source, target) if mode == "replace" else expand_with_target(source, target)).tokenizer
     model = AutoModelForCausalLM.from_pretrained(str(twin))
     rows = model.get_input_embeddings().weight.shape[0]

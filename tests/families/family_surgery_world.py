@@ -40,10 +40,11 @@ def italian_corpus_file() -> str:
 def tokenizer_dir(kind: str, vocab_size: int = 2000) -> Path:
     """An Italian tokenizer of ``kind`` (bytelevel-bpe or spm-bpe) trained on the lines: the expansion's auxiliary
     tokenizer, or a small replacement target."""
-    from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
 
     out = _WORK / f"italian-{kind}-{vocab_size}"
-    train_tokenizer_from_iterator(iter(italian_lines()), kind, vocab_size, out, show_progress=False)
+    train_tokenizer_from_iterator(iter(italian_lines()), TokenizerTrainingSpec(kind, vocab_size),
+                                  out, show_progress=False)
     return out
 
 
@@ -168,9 +169,10 @@ def target_tokenizer_dir(name: str, family_dir: str, vocab_size: int = 2000) -> 
     """A small Italian replacement target trained like the family (its kind, specials and chat template)."""
     from transformers import AutoTokenizer
 
-    from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
 
     out = _WORK / f"{name}-italian-{vocab_size}"
-    train_tokenizer_from_iterator(iter(italian_lines()), model_family(name).tokenizer_kind, vocab_size, out,
-                                  like=AutoTokenizer.from_pretrained(family_dir), show_progress=False)
+    spec = TokenizerTrainingSpec(model_family(name).tokenizer_kind, vocab_size,
+                                 like=AutoTokenizer.from_pretrained(family_dir))
+    train_tokenizer_from_iterator(iter(italian_lines()), spec, out, show_progress=False)
     return out

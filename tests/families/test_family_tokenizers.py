@@ -20,7 +20,7 @@ from tests.families.conftest import FAMILIES
 from vocadapt.components.tokenizers._wrap import inserts_bos_eos
 from vocadapt.components.tokenizers.expand import expand_with_top_k, unreachable_tokens
 from vocadapt.components.tokenizers.replace import replace_vocabulary
-from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
+from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
 from vocadapt.platform.families.catalogue import model_family
 
 TOP_K = 500
@@ -51,7 +51,7 @@ def corpora(embedded_assets) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def auxiliary(corpora, tmp_path_factory):
     """The '0.01GB' recipe's auxiliary tokenizer: 6,000 byte-level BPE tokens on 5,000 Italian lines (< 1 s)."""
-    return train_tokenizer_from_iterator(iter(corpora["train"]), "bytelevel-bpe", 6000,
+    return train_tokenizer_from_iterator(iter(corpora["train"]), TokenizerTrainingSpec("bytelevel-bpe", 6000),
                                          tmp_path_factory.mktemp("aux") / "it", show_progress=False)  # fmt: skip
 
 
@@ -62,9 +62,9 @@ def adapted(request, load_family_tokenizer, corpora, auxiliary, tmp_path_factory
     name = request.param
     source = load_family_tokenizer(name)
     expansion = expand_with_top_k(source, auxiliary, corpora["train"], TOP_K, protect=corpora["en"])
-    target = train_tokenizer_from_iterator(
-        iter(corpora["train"]), model_family(name).tokenizer["kind"], 8000,
-        tmp_path_factory.mktemp(name) / "target", like=source, show_progress=False)  # fmt: skip
+    spec = TokenizerTrainingSpec(model_family(name).tokenizer["kind"], 8000, like=source)
+    target = train_tokenizer_from_iterator(iter(corpora["train"]), spec, tmp_path_factory.mktemp(name) / "target",
+                                           show_progress=False)
     return name, source, expansion, replace_vocabulary(source, target)
 
 
@@ -189,6 +189,7 @@ def test_replace_with_a_foreign_target_appends_the_specials_and_template_tokens(
 def test_train_like_gemma3_below_what_it_carries_is_refused_naming_the_floor(load_family_tokenizer, tmp_path):
     with pytest.raises(ValueError, match=r"6,415 special and added tokens carried from `like` \+ 256 byte pieces; "
                                          r"raise it above 6,671"):  # fmt: skip
-        train_tokenizer_from_iterator(iter(["ciao"]), "spm-bpe", 4000, tmp_path / "t",
-                                      like=load_family_tokenizer("gemma3"), show_progress=False)  # fmt: skip
+        train_tokenizer_from_iterator(iter(["ciao"]),
+                                      TokenizerTrainingSpec("spm-bpe", 4000, like=load_family_tokenizer("gemma3")),
+                                      tmp_path / "t", show_progress=False)  # fmt: skip
     assert not (tmp_path / "t").exists()

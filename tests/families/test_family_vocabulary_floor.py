@@ -27,9 +27,10 @@ def test_preflight_refuses_a_vocabulary_below_what_gemma3_carries(vocab_size, re
 
 
 def test_the_trainer_refuses_it_as_a_user_error(load_family_tokenizer, tmp_path):
-    from vocadapt.components.tokenizers.train import train_tokenizer_from_iterator
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
 
     with pytest.raises(UserError, match="raise it above 6,671"):
-        train_tokenizer_from_iterator(["ciao"] * 10, "spm-bpe", 4000, tmp_path / "out",
-                                      like=load_family_tokenizer("gemma3"), show_progress=False)
+        train_tokenizer_from_iterator(["ciao"] * 10,
+                                      TokenizerTrainingSpec("spm-bpe", 4000, like=load_family_tokenizer("gemma3")),
+                                      tmp_path / "out", show_progress=False)
     assert not (tmp_path / "out").exists()

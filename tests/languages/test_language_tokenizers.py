@@ -10,9 +10,10 @@ import pytest
 
 from tests.pipelines.tiny_world import build_source_model
 from vocadapt.components.tokenizers.fertility import ParallelText
-from vocadapt.components.tokenizers.language_fertility import language_fertility_report, language_fertility_table
+from vocadapt.components.tokenizers.language_fertility import (
+    LanguageDocuments, language_fertility_report, language_fertility_table)
 from vocadapt.components.tokenizers.language_settings import tokenizer_settings_for
-from vocadapt.components.tokenizers.train import train_tokenizer
+from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
 LANGUAGES = ("hi", "ja", "km")
 
@@ -30,8 +31,9 @@ def target_tokenizers(tmp_path_factory, fixture_corpora, source_tokenizer):
     folder = tmp_path_factory.mktemp("targets")
     return {
         language: train_tokenizer(
-            [fixture_corpora[f"{language}.train"]], vocab_size=1500, out_dir=folder / language,
-            like=source_tokenizer, show_progress=False, **tokenizer_settings_for(language),
+            [fixture_corpora[f"{language}.train"]],
+            TokenizerTrainingSpec(vocab_size=1500, like=source_tokenizer, **tokenizer_settings_for(language)),
+            folder / language, show_progress=False,
         )
         for language in LANGUAGES
     }  # fmt: skip
@@ -60,8 +62,8 @@ def test_target_tokenizer_kind_suits_the_script_and_round_trips(language, target
 def test_language_fertility_of_source_and_target(language, source_tokenizer, target_tokenizers, fixture_corpora):
     documents, english = _pairs(fixture_corpora[f"{language}-en.validation"], language)
     reports = language_fertility_table(
-        {"source": source_tokenizer, "target": target_tokenizers[language]}, documents, language=language,
-        reference=ParallelText(english, source_tokenizer),
+        {"source": source_tokenizer, "target": target_tokenizers[language]},
+        LanguageDocuments(documents, language, reference=ParallelText(english, source_tokenizer)),
     )  # fmt: skip
     source, target = reports["source"], reports["target"]
     assert target.tokens_per_character < 0.8 * source.tokens_per_character  # a vocabulary of its own is cheaper
@@ -84,6 +86,7 @@ def test_language_fertility_of_source_and_target(language, source_tokenizer, tar
 
 def test_language_fertility_refuses_misaligned_references(source_tokenizer):
     with pytest.raises(ValueError, match="line-aligned"):
-        language_fertility_report(source_tokenizer, ["日本語", "です"], language="ja", reference=ParallelText(["x"]))
+        language_fertility_report(source_tokenizer,
+                                  LanguageDocuments(["日本語", "です"], "ja", reference=ParallelText(["x"])))
     with pytest.raises(ValueError, match="no documents"):
-        language_fertility_report(source_tokenizer, [], language="ja")
+        language_fertility_report(source_tokenizer, LanguageDocuments([], "ja"))

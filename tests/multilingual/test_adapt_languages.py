@@ -41,7 +41,7 @@ def test_adapt_expands_for_two_languages_and_reports_each(tmp_path, world, monke
     from vocadapt.pipelines.lapt import LaptRequest
     from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte
     from vocadapt.platform.config import load_config
-    from vocadapt.platform.lapt.ray_train import plan_lapt
+    from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, plan_lapt
     from vocadapt.platform.tracking import Tracker
 
     corpora, source = world
@@ -56,8 +56,8 @@ def test_adapt_expands_for_two_languages_and_reports_each(tmp_path, world, monke
         from vocadapt.pipelines.vocabulary_steps import lapt_language_files
 
         plan = plan_lapt(model_dir, model_dir, config.lapt.model_copy(
-            update={"train_files": lapt_language_files(config, inputs)}), target_files=[], output_dir=workdir,
-            run_name="tiny-lapt", eval_documents=held_out)  # fmt: skip
+            update={"train_files": lapt_language_files(config, inputs)}), LaptInputs([], eval_documents=held_out),
+            placement=LaptPlacement(workdir, "tiny-lapt"))  # fmt: skip
         handed.update(request=request, plan=plan)
         from vocadapt.platform.model_loading import load_model
 

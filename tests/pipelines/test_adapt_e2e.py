@@ -315,9 +315,10 @@ def test_adapt_uses_a_pretrained_target_tokenizer_instead_of_training_one(tmp_pa
     from vocadapt.components.tokenizers import train as tokenizer_training
 
     monkeypatch.chdir(tmp_path)
-    pretrained = tokenizer_training.train_tokenizer(
-        [corpora["it.train"]], vocab_size=450, out_dir=tmp_path / "pretrained", min_frequency=2, seed=1,
-        like=AutoTokenizer.from_pretrained(tiny_model), show_progress=False, kind="bytelevel-bpe")
+    spec = tokenizer_training.TokenizerTrainingSpec("bytelevel-bpe", 450, min_frequency=2, seed=1,
+                                                    like=AutoTokenizer.from_pretrained(tiny_model))
+    pretrained = tokenizer_training.train_tokenizer([corpora["it.train"]], spec, tmp_path / "pretrained",
+                                                    show_progress=False)
     monkeypatch.setattr(tokenizer_training, "train_tokenizer", lambda *a, **k: pytest.fail("trained a tokenizer"))
     summary = tmp_path / "summary.json"
     extra = {"tokenizer.pretrained": str(tmp_path / "pretrained"), "tokenizer.vocab_size": "600",

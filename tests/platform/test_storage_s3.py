@@ -114,16 +114,17 @@ def _world(root: Path) -> Path:
 
 
 def test_lapt_checkpoints_to_s3_and_a_rerun_resumes_from_the_bucket(s3, ray_cluster, tmp_path):
-    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, run_lapt_on_ray
 
     world = _world(tmp_path)
     settings = dict(max_steps=4, batch_size=2, sequence_length=16, learning_rate=1e-2, warmup_steps=1,
                     num_workers=1, checkpoint_every=2, log_every=1, eval_every=4)
-    inputs = dict(target_files=[world / "it.txt"], source_files=[world / "en.txt"],
-                  eval_documents={"target": ITALIAN[:2]}, run_name="on-s3",
-                  storage_path=f"s3://{BUCKET}/lapt")
+    inputs = LaptInputs([world / "it.txt"], [world / "en.txt"], eval_documents={"target": ITALIAN[:2]})
 
-    result = run_lapt_on_ray(world / "model", world / "model", settings, output_dir=world / "out", **inputs)
+    def placement(output_dir: Path, storage_path: str = f"s3://{BUCKET}/lapt") -> LaptPlacement:
+        return LaptPlacement(output_dir, "on-s3", storage_path=storage_path)
+
+    result = run_lapt_on_ray(world / "model", world / "model", settings, inputs, placement=placement(world / "out"))
     assert [step for step, _ in result.series("loss")] == [1, 2, 3, 4]
     assert (result.model_dir / "model.safetensors").is_file()
     keys = object_keys(s3, BUCKET, "lapt/on-s3/")
@@ -133,14 +134,14 @@ def test_lapt_checkpoints_to_s3_and_a_rerun_resumes_from_the_bucket(s3, ray_clus
     assert not (Path.cwd() / "s3:").exists() and not (world / "s3:").exists()  # never a local 's3:' folder
 
     # a rerun under the name on another machine (nothing local): the finished run is found in the bucket
-    again = run_lapt_on_ray(world / "model", world / "model", settings, output_dir=world / "elsewhere", **inputs)
+    again = run_lapt_on_ray(world / "model", world / "model", settings, inputs,
+                            placement=placement(world / "elsewhere"))
     assert again.steps == 4 and again.series("loss") == result.series("loss")
 
     key, secret = S3_ENV["AWS_ACCESS_KEY_ID"], S3_ENV["AWS_SECRET_ACCESS_KEY"]
-    other = {**inputs, "storage_path": f"s3://{key}:{secret}@{BUCKET}/lapt"}
+    other = placement(world / "changed", storage_path=f"s3://{key}:{secret}@{BUCKET}/lapt")
     with pytest.raises(UserError, match=r"already exists in s3://\*\*\*@vocadapt/lapt") as refused:
-        run_lapt_on_ray(world / "model", world / "model", {**settings, "learning_rate": 5e-2},
-                        output_dir=world / "changed", **other)
+        run_lapt_on_ray(world / "model", world / "model", {**settings, "learning_rate": 5e-2}, inputs, placement=other)
     assert secret not in str(refused.value)
 
 

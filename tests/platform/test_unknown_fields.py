@@ -96,12 +96,12 @@ def test_defaults_follow_the_experiment_unless_the_lapt_section_sets_them():
 
 
 def test_the_worker_receives_the_validated_section_itself_and_refuses_unknown_keys(tmp_path):
-    from vocadapt.platform.lapt.ray_train import plan_lapt
+    from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, plan_lapt
 
     (tmp_path / "it.txt").write_text("ciao\n", encoding="utf-8")
     (tmp_path / "en.txt").write_text("hello\n", encoding="utf-8")
-    files = dict(target_files=[tmp_path / "it.txt"], source_files=[tmp_path / "en.txt"], output_dir=tmp_path,
-                 run_name="x")
+    files = dict(inputs=LaptInputs([tmp_path / "it.txt"], [tmp_path / "en.txt"]),
+                 placement=LaptPlacement(tmp_path, "x"))
     config = load_config(DEMO)
     plan = plan_lapt(tmp_path, tmp_path, config.lapt, **files)
     assert plan.loop_config["settings"] is config.lapt  # no dict round trip between the config and the loop

@@ -88,9 +88,10 @@ def english_lines(fixture_corpora) -> list[str]:
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory, italian_train):
     """Tokenizers of each kind trained on the Italian slice, by kind (vocabulary 600; sentencepiece has 256 bytes)."""
-    from vocadapt.components.tokenizers.train import KINDS, train_tokenizer
+    from vocadapt.components.tokenizers.train import KINDS, TokenizerTrainingSpec, train_tokenizer
 
     root = tmp_path_factory.mktemp("trained")
     return {
-        kind: train_tokenizer([italian_train], kind, 600, root / kind, show_progress=False) for kind in KINDS
+        kind: train_tokenizer([italian_train], TokenizerTrainingSpec(kind, 600),
+                              root / kind, show_progress=False) for kind in KINDS
     }

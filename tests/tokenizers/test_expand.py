@@ -22,7 +22,7 @@ from vocadapt.components.tokenizers.expand import (
     unreachable_tokens,
 )
 from vocadapt.components.tokenizers.fertility import fertility_report
-from vocadapt.components.tokenizers.train import train_tokenizer
+from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
 TEXTS = st.text(st.sampled_from(list("abcdefgilmnoprstuvzàèéìòù AEIOUÈ.,;:'’«»-0123\n😀")), max_size=60)
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -35,8 +35,8 @@ def _ids(tokenizer, texts):
 @pytest.fixture(scope="module")
 def italian_bytelevel(tmp_path_factory, italian_train):
     """An auxiliary byte-level tokenizer trained on the Italian slice (the '0.01GB' recipe's T_aux)."""
-    return train_tokenizer([italian_train], "bytelevel-bpe", 3000, tmp_path_factory.mktemp("aux") / "t",
-                           show_progress=False)  # fmt: skip
+    return train_tokenizer([italian_train], TokenizerTrainingSpec("bytelevel-bpe", 3000),
+                           tmp_path_factory.mktemp("aux") / "t", show_progress=False)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,8 @@ def test_llama3_style_keeps_ignore_merges_and_pairs(trained, italian_bytelevel, 
 
 def test_sentencepiece_bpe_with_delta_v(trained, italian_train, english_lines, italian_lines, tmp_path):
     source = trained["spm-bpe"]
-    target = train_tokenizer([italian_train], "spm-bpe", 1500, tmp_path / "target", show_progress=False)
+    target = train_tokenizer([italian_train], TokenizerTrainingSpec("spm-bpe", 1500),
+                             tmp_path / "target", show_progress=False)
     delta = delta_vocabulary(source, target)
     expansion = expand_with_target(source, target, protect=english_lines)
     # A 600-piece source shares many English subwords ('▁data') with ΔV: protection skips those, and the source's
@@ -216,7 +217,8 @@ def test_gemma3_sentencepiece_expansion(gemma3_tokenizer, trained, italian_train
                                         fixture_corpora, tmp_path):  # fmt: skip
     """A real 262,144-token sentencepiece BPE (merges ordered by score) gains the Italian pieces it lacks: all
     reachable, English unchanged, Italian round-trips and needs fewer tokens."""
-    target = train_tokenizer([italian_train], "spm-bpe", 3000, tmp_path / "target", show_progress=False)
+    target = train_tokenizer([italian_train], TokenizerTrainingSpec("spm-bpe", 3000),
+                             tmp_path / "target", show_progress=False)
     english_train = fixture_corpora["en.train"].read_text(encoding="utf-8").splitlines()
     expansion = expand_with_target(gemma3_tokenizer, target, protect=english_train)
     tokenizer = expansion.tokenizer

@@ -18,7 +18,7 @@ from vocadapt.components.tokenizers.expand import (
     top_k_new_tokens,
     unreachable_tokens,
 )
-from vocadapt.components.tokenizers.train import train_tokenizer
+from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -30,8 +30,8 @@ def _ids(tokenizer, texts):
 @pytest.fixture(scope="module")
 def italian_candidates(smollm2_tokenizer, italian_train, tmp_path_factory):
     """New tokens of a byte-level BPE trained on the Italian slice, most frequent first; it learns digit merges."""
-    auxiliary = train_tokenizer([italian_train], "bytelevel-bpe", 3000, tmp_path_factory.mktemp("aux") / "t",
-                                show_progress=False)  # fmt: skip
+    auxiliary = train_tokenizer([italian_train], TokenizerTrainingSpec("bytelevel-bpe", 3000),
+                                tmp_path_factory.mktemp("aux") / "t", show_progress=False)  # fmt: skip
     lines = italian_train.read_text(encoding="utf-8").splitlines()
     return top_k_new_tokens(smollm2_tokenizer, auxiliary, lines)
 
@@ -90,7 +90,8 @@ def test_the_rule_is_read_from_the_source_vocabulary(smollm2_tokenizer, tmp_path
     assert smollm2.refuses(_bytelevel("è")[:1]) is None  # the first byte of 'è', an intermediate
     corpus = tmp_path / "numbers.txt"
     corpus.write_text("\n".join(f"in {year} we paid {year % 97} euros" for year in range(1900, 2100)) * 5)
-    numeric = SourceSplits(train_tokenizer([corpus], "bytelevel-bpe", 400, tmp_path / "numeric", show_progress=False))
+    numeric = SourceSplits(train_tokenizer([corpus], TokenizerTrainingSpec("bytelevel-bpe", 400),
+                                           tmp_path / "numeric", show_progress=False))
     assert ("digit", "digit") in numeric.class_pairs and ("space", "digit") in numeric.class_pairs
     digit_runs = [run for run in numeric.symbol_runs if len(run) > 1 and any(c.isdigit() for c in run)]
     assert digit_runs and all(numeric.refuses(_bytelevel(run)) is None for run in digit_runs)

@@ -85,10 +85,10 @@ def test_replacement_carries_source_specials_and_template(smollm2_tokenizer, tra
 
 
 def test_replacement_of_a_like_trained_target_adds_nothing(smollm2_tokenizer, italian_train, tmp_path):
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
-    target = train_tokenizer([italian_train], "bytelevel-bpe", 400, tmp_path / "t", like=smollm2_tokenizer,
-                             show_progress=False)  # fmt: skip
+    target = train_tokenizer([italian_train], TokenizerTrainingSpec("bytelevel-bpe", 400, like=smollm2_tokenizer),
+                             tmp_path / "t", show_progress=False)  # fmt: skip
     replacement = replace_vocabulary(smollm2_tokenizer, target)
     assert replacement.added_special_tokens == []
     assert len(replacement.tokenizer) == len(target) == 400

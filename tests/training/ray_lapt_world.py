@@ -3,6 +3,7 @@ tiny run, and the production train loop with a hook after each optimizer step, t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -40,10 +41,16 @@ def lapt_settings(**overrides: Any) -> dict[str, Any]:
 
 
 def lapt_inputs(world: Path, name: str, **overrides: Any) -> dict[str, Any]:
-    """The keyword inputs of ``plan_lapt`` / ``run_lapt_on_ray`` for run ``name`` in ``world``."""
-    return {**dict(target_files=[world / "it.txt"], source_files=[world / "en.txt"],
-                   eval_documents={"target": ITALIAN[:2], "source": ENGLISH[:2]}, output_dir=world / name,
-                   run_name=name, storage_path=world / "ray"), **overrides}
+    """The inputs, placement and tracking of ``plan_lapt`` / ``run_lapt_on_ray`` for run ``name`` in ``world``, as
+    keywords; ``overrides`` name a field of any of the three."""
+    from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, LaptTracking
+
+    values = {**dict(target_files=[world / "it.txt"], source_files=[world / "en.txt"],
+                     eval_documents={"target": ITALIAN[:2], "source": ENGLISH[:2]}, output_dir=world / name,
+                     run_name=name, storage_path=world / "ray"), **overrides}
+    groups = {"inputs": LaptInputs, "placement": LaptPlacement, "tracking": LaptTracking}
+    return {key: group(**{field.name: values[field.name] for field in dataclasses.fields(group)
+                          if field.name in values}) for key, group in groups.items()}
 
 
 def hooked_train_loop(after_step: Callable[[int], None],
@@ -60,12 +67,12 @@ def hooked_train_loop(after_step: Callable[[int], None],
             on_start()
         train_lapt = training.train_lapt
 
-        def hooked_train_lapt(*args, step_hook, **kwargs):
+        def hooked_train_lapt(*args, hooks, **kwargs):
             def hook(done: int, metrics: dict) -> None:
-                step_hook(done, metrics)
+                hooks.on_step(done, metrics)
                 after_step(done)
 
-            return train_lapt(*args, step_hook=hook, **kwargs)
+            return train_lapt(*args, hooks=dataclasses.replace(hooks, on_step=hook), **kwargs)
 
         training.train_lapt = hooked_train_lapt  # this worker process only
         try:

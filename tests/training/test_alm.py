@@ -23,15 +23,17 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory, fixture_corpora):
     """Real tokenizers of three kinds trained on the Italian slice, and a finer byte-level one."""
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
     root = tmp_path_factory.mktemp("alm-tokenizers")
     corpus = [fixture_corpora["it.train"]]
     return {
-        "bytelevel": train_tokenizer(corpus, "bytelevel-bpe", 700, root / "bl", show_progress=False),
-        "bytelevel-small": train_tokenizer(corpus, "bytelevel-bpe", 300, root / "bls", show_progress=False),
-        "spm": train_tokenizer(corpus, "spm-bpe", 700, root / "spm", show_progress=False),
-        "wordpiece": train_tokenizer(corpus, "wordpiece", 700, root / "wp", show_progress=False),
+        "bytelevel": train_tokenizer(corpus, TokenizerTrainingSpec("bytelevel-bpe", 700),
+                                     root / "bl", show_progress=False),
+        "bytelevel-small": train_tokenizer(corpus, TokenizerTrainingSpec("bytelevel-bpe", 300),
+                                           root / "bls", show_progress=False),
+        "spm": train_tokenizer(corpus, TokenizerTrainingSpec("spm-bpe", 700), root / "spm", show_progress=False),
+        "wordpiece": train_tokenizer(corpus, TokenizerTrainingSpec("wordpiece", 700), root / "wp", show_progress=False),
     }
 
 

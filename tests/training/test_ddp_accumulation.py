@@ -27,7 +27,7 @@ def _worker(rank: int, world_size: int, port: int, folder: str) -> None:
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from transformers import AutoTokenizer
 
-    from vocadapt.components.training import LaptData, LaptSettings, TorchEngine, train_lapt
+    from vocadapt.components.training import LaptData, LaptRuntime, LaptSettings, TorchEngine, train_lapt
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
@@ -60,7 +60,8 @@ def _worker(rank: int, world_size: int, port: int, folder: str) -> None:
         run_settings = settings
         if mode == "two_stage":  # a new DDP per stage; the first one's reducer must not fire in the second
             run_settings = LaptSettings(**{**settings.model_dump(), "strategy": "two-stage", "stage_one_steps": 1})
-        result = train_lapt(make_model(len(tokenizer)), tokenizer, data, run_settings, engine_factory=factory)
+        result = train_lapt(make_model(len(tokenizer)), tokenizer, data, run_settings,
+                            runtime=LaptRuntime(engine_factory=factory))
         weights = torch.cat([p.detach().flatten() for p in result.model.parameters()])
         gathered = [torch.zeros_like(weights) for _ in range(world_size)]
         dist.all_gather(gathered, weights)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
-from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+from vocadapt.components.training import LaptData, LaptHooks, LaptRuntime, LaptSettings, train_lapt
 
 pytestmark = [
     pytest.mark.gpu,
@@ -68,8 +68,8 @@ def test_bf16_zero_follows_the_fp32_curve_and_saves_full_weights(process_group, 
 
     settings = _settings()
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": zero_stage, "precision": "bf16"}, settings)
-    result = train_lapt(_model(tokenizer), tokenizer, DATA, settings, engine_factory=factory,
-                        eval_documents={"target": ITALIAN[:2]})
+    result = train_lapt(_model(tokenizer), tokenizer, DATA, settings,
+                        runtime=LaptRuntime(eval_documents={"target": ITALIAN[:2]}, engine_factory=factory))
     assert _losses(result) == pytest.approx(_losses(plain), abs=BF16_LOSS)
     assert _losses(result)[-1] < _losses(result)[0]
     assert result.series("mfu")  # the H100's peak is known, so MFU is reported
@@ -88,7 +88,7 @@ def test_compiled_layers_train_the_eager_curve_under_zero2(process_group, tokeni
         settings = _settings(compile=compiled)
         factory = deepspeed_engine_factory({"enabled": True, "zero_stage": 2, "precision": "bf16"}, settings)
         model = _model(tokenizer)
-        runs[compiled] = train_lapt(model, tokenizer, DATA, settings, engine_factory=factory)
+        runs[compiled] = train_lapt(model, tokenizer, DATA, settings, runtime=LaptRuntime(engine_factory=factory))
         if compiled:
             assert all(layer._compiled_call_impl is not None for layer in model.model.layers)
     assert _losses(runs[True]) == pytest.approx(_losses(runs[False]), abs=BF16_LOSS)
@@ -107,7 +107,7 @@ def test_two_stage_on_the_gpu_trains_embeddings_first_then_everything(process_gr
     model = _model(tokenizer)
     V, H = model.config.vocab_size, model.config.hidden_size
     total = sum(p.numel() for p in model.parameters())
-    result = train_lapt(model, tokenizer, DATA, settings, engine_factory=factory)
+    result = train_lapt(model, tokenizer, DATA, settings, runtime=LaptRuntime(engine_factory=factory))
     assert result.trainable_parameters == {"embeddings": V * H, "full": total}
     assert [engine.optimizer_parameter_count() for engine in held] == [V * H, total]
     assert all(engine.closed for engine in held)
@@ -126,10 +126,12 @@ def test_resumed_deepspeed_run_continues_the_uninterrupted_curve(process_group, 
         written[step] = directory
 
     full = train_lapt(_model(tokenizer), tokenizer, DATA, settings,
-                      engine_factory=deepspeed_engine_factory(deepspeed, settings), checkpoint_hook=hook)
+                      hooks=LaptHooks(on_checkpoint=hook),
+                      runtime=LaptRuntime(engine_factory=deepspeed_engine_factory(deepspeed, settings)))
     assert 3 in written
     # other initial weights: everything after step 3 must come from the checkpoint
     resumed = train_lapt(_model(tokenizer, seed=1), tokenizer, DATA, settings,
-                         engine_factory=deepspeed_engine_factory(deepspeed, settings), resume_state=written[3])
+                         runtime=LaptRuntime(engine_factory=deepspeed_engine_factory(deepspeed, settings),
+                                             resume_state=written[3]))
     assert [step for step, _ in resumed.series("loss")] == [1, 2, 3, 4, 5, 6]  # no step counted twice
     assert _losses(resumed) == pytest.approx(_losses(full), abs=1e-2)  # GPU kernels are not bitwise reproducible

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
-from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+from vocadapt.components.training import LaptData, LaptRuntime, LaptSettings, train_lapt
 
 pytestmark = pytest.mark.timeout(600)
 DATA = LaptData({"target": ITALIAN, "source": ENGLISH})
@@ -40,8 +40,8 @@ def test_deepspeed_follows_the_plain_curve_and_saves_full_weights(process_group,
 
     settings = _settings()
     factory = deepspeed_engine_factory({"enabled": True, **deepspeed}, settings)
-    result = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings, engine_factory=factory,
-                        eval_documents={"target": ITALIAN[:2]})
+    result = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings,
+                        runtime=LaptRuntime(eval_documents={"target": ITALIAN[:2]}, engine_factory=factory))
     for (_, a), (_, b) in zip(plain.series("loss"), result.series("loss")):
         assert a == pytest.approx(b, abs=1e-4)
     assert result.series("bits_per_byte_target")
@@ -84,7 +84,7 @@ def test_two_stage_rebuilds_the_deepspeed_engine_with_the_new_trainable_set(proc
     V, H = model.config.vocab_size, model.config.hidden_size
     total = sum(p.numel() for p in model.parameters())
     plain = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings)
-    result = train_lapt(model, tokenizer, DATA, settings, engine_factory=factory)
+    result = train_lapt(model, tokenizer, DATA, settings, runtime=LaptRuntime(engine_factory=factory))
     second = total if second_stage == "full" else plain.trainable_parameters["lora"]
     assert result.trainable_parameters == plain.trainable_parameters == {"embeddings": V * H, second_stage: second}
     assert [engine.optimizer_parameter_count() for engine in held] == [V * H, second]
@@ -112,7 +112,7 @@ def test_every_strategy_trains_its_parameters_under_deepspeed(process_group, tok
         return make_model(len(tokenizer), layers=6, tie=strategy != "lora")
 
     plain = train_lapt(model(), tokenizer, DATA, settings)
-    result = train_lapt(model(), tokenizer, DATA, settings, engine_factory=factory)
+    result = train_lapt(model(), tokenizer, DATA, settings, runtime=LaptRuntime(engine_factory=factory))
     assert result.trainable_parameters == plain.trainable_parameters
     assert [engine.optimizer_parameter_count() for engine in held] == [plain.trainable_parameters[strategy]]
     for (_, a), (_, b) in zip(plain.series("loss"), result.series("loss")):

@@ -14,12 +14,13 @@ from vocadapt.components.training.distill_data import TeacherView
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory, fixture_corpora):
     """A byte-level teacher (300 tokens, so it splits words finely) and a sentencepiece student (700)."""
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
     root = tmp_path_factory.mktemp("distill-data")
     corpus = [fixture_corpora["it.train"]]
-    teacher = train_tokenizer(corpus, "bytelevel-bpe", 300, root / "teacher", show_progress=False)
-    student = train_tokenizer(corpus, "spm-bpe", 700, root / "student", show_progress=False)
+    teacher = train_tokenizer(corpus, TokenizerTrainingSpec("bytelevel-bpe", 300),
+                              root / "teacher", show_progress=False)
+    student = train_tokenizer(corpus, TokenizerTrainingSpec("spm-bpe", 700), root / "student", show_progress=False)
     return teacher, student
 
 

@@ -5,7 +5,7 @@ import torch
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
 from vocadapt.components.metric_logging import InMemoryLogger
-from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+from vocadapt.components.training import LaptData, LaptHooks, LaptRuntime, LaptSettings, train_lapt
 from vocadapt.components.training.head_fit import HeadFitSettings, fit_new_output_rows, new_token_ids_of
 
 VOCABULARY, NEW = 48, list(range(40, 48))  # ids 40..47 play the tokens an expansion added
@@ -146,8 +146,9 @@ def test_lapt_strategy_new_head_fits_the_recorded_expansion(tokenizer):
     logger = InMemoryLogger()
     settings = LaptSettings(strategy="new-head", max_steps=3, batch_size=2, sequence_length=16, learning_rate=1e-2,
                             head_fit_passes=4, seed=0)
-    result = train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings, logger,
-                        eval_documents={"target": ITALIAN[:2]})
+    result = train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings,
+                        hooks=LaptHooks(logger=logger),
+                        runtime=LaptRuntime(eval_documents={"target": ITALIAN[:2]}))
     assert result.steps == 3 and result.tokens == 3 * 2 * 16
     assert result.trainable_parameters == {"new-head": 40 * model.config.hidden_size}
     (step, metrics), = result.history
@@ -167,7 +168,7 @@ def test_head_fit_after_lapt_runs_once_after_the_last_step(tokenizer):
     settings = LaptSettings(strategy="full", max_steps=3, batch_size=2, sequence_length=16, learning_rate=1e-3,
                             head_fit_after=True, head_fit_learning_rate=1e-2, head_fit_passes=2, seed=0)
     result = train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings,
-                        InMemoryLogger())
+                        hooks=LaptHooks(logger=InMemoryLogger()))
     assert result.steps == 4 and result.tokens == 2 * 3 * 2 * 16  # the fit packs a budget of the same size
     assert set(result.trainable_parameters) == {"full", "new-head"}
     steps = [step for step, _ in result.history]
@@ -269,5 +270,5 @@ def test_the_fit_reports_its_forwards_then_its_updates(tokenizer):
     settings = LaptSettings(strategy="new-head", max_steps=2, batch_size=2, sequence_length=16, learning_rate=1e-2,
                             head_fit_passes=2, seed=0)
     train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings,
-               phase_hook=lambda phase, done, total: named.append(phase))
+               hooks=LaptHooks(on_phase=lambda phase, done, total: named.append(phase)))
     assert set(named) == {"head fit: hidden states", "head fit: updates"}

@@ -10,7 +10,7 @@ import torch
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
 from vocadapt.components.metric_logging import InMemoryLogger
-from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+from vocadapt.components.training import LaptData, LaptHooks, LaptRuntime, LaptSettings, train_lapt
 from vocadapt.components.training.objectives import Distillation
 
 DATA = LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2})
@@ -44,8 +44,9 @@ def test_every_strategy_distils_and_logs_every_term(tokenizer, teacher_tokenizer
     logger = InMemoryLogger()
     settings = _settings(strategy=strategy, objective=objective, lora_rank=4, peak_flops=1e12)
     model = make_model(len(tokenizer), layers=6, tie=strategy != "lora")
-    result = train_lapt(model, tokenizer, DATA, settings, logger,
-                        distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer))
+    result = train_lapt(model, tokenizer, DATA, settings,
+                        hooks=LaptHooks(logger=logger),
+                        runtime=LaptRuntime(distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer)))
     assert result.steps == 4 and type(result.model).__name__ == "LlamaForCausalLM"
     for name in ("loss", "objective_loss", "distill_loss", "distill_groups", "teacher_tokens_per_second", "mfu",
                  "mfu_teacher", "mfu_with_teacher"):
@@ -60,8 +61,9 @@ def test_every_strategy_distils_and_logs_every_term(tokenizer, teacher_tokenizer
 def test_distillation_brings_the_student_closer_to_the_teacher(tokenizer, teacher_tokenizer, teacher_model):
     settings = _settings(objective="distill", max_steps=12, learning_rate=3e-3)
     logger = InMemoryLogger()
-    train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings, logger,
-               distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer))
+    train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings,
+               hooks=LaptHooks(logger=logger),
+               runtime=LaptRuntime(distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer)))
     losses = [value for _, value in logger.series("distill_loss")]
     assert sum(losses[-3:]) < sum(losses[:3])
 
@@ -71,8 +73,9 @@ def test_a_student_that_is_its_teacher_learns_nothing_from_it(tokenizer):
     teacher = copy.deepcopy(model)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     logger = InMemoryLogger()
-    result = train_lapt(model, tokenizer, DATA, _settings(objective="distill", max_grad_norm=None), logger,
-                        distillation=Distillation(teacher, tokenizer, tokenizer))
+    result = train_lapt(model, tokenizer, DATA, _settings(objective="distill", max_grad_norm=None),
+                        hooks=LaptHooks(logger=logger),
+                        runtime=LaptRuntime(distillation=Distillation(teacher, tokenizer, tokenizer)))
     assert max(value for _, value in logger.series("distill_loss")) < 1e-6
     for name, p in result.model.named_parameters():
         assert torch.allclose(p, before[name], atol=1e-5), name
@@ -93,10 +96,12 @@ def test_a_resumed_distillation_follows_the_uninterrupted_curve(tokenizer, teach
         write(tmp_path / f"step-{step}")
         saved[step] = tmp_path / f"step-{step}"
 
-    straight = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings, checkpoint_hook=keep,
-                          distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer))
-    resumed = train_lapt(make_model(len(tokenizer), seed=1), tokenizer, DATA, settings, resume_state=saved[3],
-                         distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer))
+    straight = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings,
+                          hooks=LaptHooks(on_checkpoint=keep),
+                          runtime=LaptRuntime(distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer)))
+    resumed = train_lapt(make_model(len(tokenizer), seed=1), tokenizer, DATA, settings,
+                         runtime=LaptRuntime(distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer),
+                                             resume_state=saved[3]))
     assert [s for s, _ in resumed.history] == [1, 2, 3, 4, 5, 6]
     for name in ("loss", "distill_loss"):
         for (_, a), (_, b) in zip(straight.series(name), resumed.series(name)):
@@ -118,10 +123,11 @@ def test_deepspeed_distillation_follows_the_plain_curve(process_group, tokenizer
 
     settings = _settings(max_steps=3)
     plain = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings,
-                       distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer))
+                       runtime=LaptRuntime(distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer)))
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": zero_stage}, settings)
-    result = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings, engine_factory=factory,
-                        distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer))
+    result = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings,
+                        runtime=LaptRuntime(distillation=_distillation(teacher_model, teacher_tokenizer, tokenizer),
+                                            engine_factory=factory))
     for name in ("loss", "distill_loss", "objective_loss"):
         for (_, a), (_, b) in zip(plain.series(name), result.series(name)):
             assert a == pytest.approx(b, abs=1e-4), name

@@ -10,7 +10,7 @@ import pytest
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
 from vocadapt.components.training import (
-    DatasetSource, LaptData, LaptSettings, PackedMixture, load_dataset_documents, train_lapt)
+    DatasetSource, LaptData, LaptHooks, LaptRuntime, LaptSettings, PackedMixture, load_dataset_documents, train_lapt)
 from vocadapt.components.training.data import Worker
 
 # 24 distinct Italian documents: ITALIAN with a number, so every document can be told apart in the output
@@ -141,8 +141,9 @@ def test_loop_resumes_a_streaming_run_exactly(tokenizer, jsonl_parts, tmp_path):
     def data():
         return LaptData.from_sources({"source": [tmp_path / "en.txt"]}, {"target": _streaming(jsonl_parts)})
 
-    straight = train_lapt(make_model(len(tokenizer)), tokenizer, data(), settings, checkpoint_hook=keep)
-    resumed = train_lapt(make_model(len(tokenizer), seed=1), tokenizer, data(), settings, resume_state=saved[3])
+    straight = train_lapt(make_model(len(tokenizer)), tokenizer, data(), settings, hooks=LaptHooks(on_checkpoint=keep))
+    resumed = train_lapt(make_model(len(tokenizer), seed=1), tokenizer, data(), settings,
+                         runtime=LaptRuntime(resume_state=saved[3]))
     assert [step for step, _ in resumed.history] == [1, 2, 3, 4, 5, 6]
     for (_, a), (_, b) in zip(straight.series("loss"), resumed.series("loss")):
         assert a == pytest.approx(b, abs=1e-5)

@@ -3,7 +3,7 @@ import torch
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model
 from vocadapt.components.metric_logging import InMemoryLogger
-from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+from vocadapt.components.training import LaptData, LaptHooks, LaptRuntime, LaptSettings, train_lapt
 
 DATA = LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2})
 EVAL = {"target": ITALIAN[:2], "source": ENGLISH[:2]}
@@ -40,7 +40,7 @@ def test_every_strategy_trains_what_it_says(tokenizer, strategy, objective):
     expected = _expected(model, strategy, objective)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     result = train_lapt(model, tokenizer, DATA, _settings(strategy=strategy, objective=objective, lora_rank=4),
-                        InMemoryLogger())
+                        hooks=LaptHooks(logger=InMemoryLogger()))
     assert result.trainable_parameters == expected
     assert type(result.model).__name__ == "LlamaForCausalLM"  # LoRA merged, MTP head dropped
     after = dict(result.model.named_parameters())
@@ -59,7 +59,9 @@ def test_every_strategy_trains_what_it_says(tokenizer, strategy, objective):
 def test_loss_falls_and_metrics_are_honest(tokenizer):
     logger = InMemoryLogger()
     settings = _settings(max_steps=12, grad_accumulation_steps=2, eval_every=6, log_every=3)
-    result = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings, logger, eval_documents=EVAL)
+    result = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings,
+                        hooks=LaptHooks(logger=logger),
+                        runtime=LaptRuntime(eval_documents=EVAL))
     losses = [loss for _, loss in logger.series("loss")]
     assert [step for step, _ in logger.series("loss")] == [3, 6, 9, 12]
     assert losses[-1] < losses[0] - 0.5
@@ -87,8 +89,9 @@ def test_resumed_run_matches_the_uninterrupted_one(tokenizer, tmp_path, strategy
         write(tmp_path / f"step-{step}")
         saved[step] = tmp_path / f"step-{step}"
 
-    straight = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings, checkpoint_hook=keep)
-    resumed = train_lapt(make_model(len(tokenizer), seed=1), tokenizer, DATA, settings, resume_state=saved[3])
+    straight = train_lapt(make_model(len(tokenizer)), tokenizer, DATA, settings, hooks=LaptHooks(on_checkpoint=keep))
+    resumed = train_lapt(make_model(len(tokenizer), seed=1), tokenizer, DATA, settings,
+                         runtime=LaptRuntime(resume_state=saved[3]))
     assert [s for s, _ in resumed.history] == [1, 2, 3, 4, 5, 6]  # no step counted twice
     for (_, a), (_, b) in zip(straight.series("loss"), resumed.series("loss")):
         assert a == pytest.approx(b, abs=1e-5)

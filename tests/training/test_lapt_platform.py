@@ -63,14 +63,14 @@ def test_lapt_section_validates_up_front():
 
 
 def test_missing_lapt_files_are_named_before_ray_starts(tmp_path):
-    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, run_lapt_on_ray
 
     with pytest.raises(ConfigError, match="does not exist"):
-        run_lapt_on_ray(tmp_path, tmp_path, {}, target_files=[tmp_path / "nope.txt"], source_files=[tmp_path / "x"],
-                        output_dir=tmp_path, run_name="x")
+        run_lapt_on_ray(tmp_path, tmp_path, {}, LaptInputs([tmp_path / "nope.txt"], [tmp_path / "x"]),
+                        placement=LaptPlacement(tmp_path, "x"))
     with pytest.raises(ConfigError, match="no source training files"):
-        run_lapt_on_ray(tmp_path, tmp_path, {}, target_files=[tmp_path / "nope.txt"], output_dir=tmp_path,
-                        run_name="x")
+        run_lapt_on_ray(tmp_path, tmp_path, {}, LaptInputs([tmp_path / "nope.txt"]),
+                        placement=LaptPlacement(tmp_path, "x"))
 
 
 def test_a_run_name_is_not_resumed_with_other_inputs(tmp_path):
@@ -89,7 +89,7 @@ def test_a_run_name_is_not_resumed_with_other_inputs(tmp_path):
 
 def test_a_stream_can_come_from_a_hugging_face_dataset(tmp_path):
     from vocadapt.components.training import DatasetSource
-    from vocadapt.platform.lapt.ray_train import run_lapt_on_ray
+    from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, run_lapt_on_ray
 
     culturax = "{dataset: uonlp/CulturaX, config: it, split: train, text_field: text, streaming: true}"
     config = load_config(None, ["target.language=it", f"lapt.datasets={{target: {culturax}}}"])
@@ -103,5 +103,5 @@ def test_a_stream_can_come_from_a_hugging_face_dataset(tmp_path):
     missing = {"datasets": {"target": {"dataset": "json", "data_files": [str(tmp_path / "it.jsonl")]}}}
     (tmp_path / "en.txt").write_text("hello\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="data_files.*does not exist"):
-        run_lapt_on_ray(tmp_path, tmp_path, missing, target_files=[], source_files=[tmp_path / "en.txt"],
-                        output_dir=tmp_path, run_name="x")
+        run_lapt_on_ray(tmp_path, tmp_path, missing, LaptInputs([], [tmp_path / "en.txt"]),
+                        placement=LaptPlacement(tmp_path, "x"))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.training.lapt_tiny_world import ENGLISH, ITALIAN, make_model, make_tokenizer
-from vocadapt.components.training import LaptData, LaptSettings, train_lapt
+from vocadapt.components.training import LaptData, LaptHooks, LaptRuntime, LaptSettings, train_lapt
 from vocadapt.components.training.engine import TorchEngine
 from vocadapt.components.training.strategies import NewRows
 
@@ -55,7 +55,8 @@ def test_only_the_new_rows_learn_and_the_optimizer_holds_only_them(tokenizer, ti
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     keys = set(model.state_dict())
     held: list = []
-    result = train_lapt(model, tokenizer, DATA, _settings(), engine_factory=_recording_engines(held))
+    result = train_lapt(model, tokenizer, DATA, _settings(),
+                        runtime=LaptRuntime(engine_factory=_recording_engines(held)))
 
     blocks = 1 if tie else 2
     assert result.trainable_parameters == {"new-rows": blocks * (vocabulary - SOURCE_ROWS) * hidden}
@@ -109,7 +110,7 @@ def test_distillation_trains_the_new_rows_only(tokenizer, source_tokenizer):
     teacher = make_model(SOURCE_ROWS, tie=False, seed=1)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     result = train_lapt(model, tokenizer, DATA, _settings(objective="distill", max_steps=2),
-                        distillation=Distillation(teacher, source_tokenizer, tokenizer))
+                        runtime=LaptRuntime(distillation=Distillation(teacher, source_tokenizer, tokenizer)))
     assert result.series("distill_loss")
     for name, param in result.model.named_parameters():
         rows = SOURCE_ROWS if name in ("model.embed_tokens.weight", "lm_head.weight") else None
@@ -126,9 +127,9 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_rows(tokenizer, tmp_
 
     settings = _settings(checkpoint_every=2)
     straight = train_lapt(_expanded_model(len(tokenizer), tie=False), tokenizer, DATA, settings,
-                          checkpoint_hook=hook)
+                          hooks=LaptHooks(on_checkpoint=hook))
     resumed = train_lapt(_expanded_model(len(tokenizer), tie=False), tokenizer, DATA, settings,
-                         resume_state=written[2])
+                         runtime=LaptRuntime(resume_state=written[2]))
     for (name, p), q in zip(straight.model.named_parameters(), resumed.model.parameters()):
         assert torch.equal(p, q), name
 
@@ -176,7 +177,7 @@ def test_deepspeed_zero2_follows_the_plain_curve_and_holds_only_the_new_rows(glo
     model = _expanded_model(len(tokenizer), tie=False)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     plain = train_lapt(_expanded_model(len(tokenizer), tie=False), tokenizer, DATA, settings)
-    result = train_lapt(model, tokenizer, DATA, settings, engine_factory=factory)
+    result = train_lapt(model, tokenizer, DATA, settings, runtime=LaptRuntime(engine_factory=factory))
     new_rows = (len(tokenizer) - SOURCE_ROWS) * model.config.hidden_size
     assert [engine.optimizer_parameter_count() for engine in held] == [2 * new_rows]
     for (_, a), (_, b) in zip(plain.series("loss"), result.series("loss")):
@@ -193,4 +194,5 @@ def test_zero3_is_refused_before_a_step(gloo_process_group, tokenizer):
     settings = _settings(max_steps=1)
     factory = deepspeed_engine_factory({"enabled": True, "zero_stage": 3}, settings)
     with pytest.raises(ValueError, match="ZeRO-3.*zero_stage 1 or 2"):
-        train_lapt(_expanded_model(len(tokenizer), tie=False), tokenizer, DATA, settings, engine_factory=factory)
+        train_lapt(_expanded_model(len(tokenizer), tie=False), tokenizer, DATA, settings,
+                   runtime=LaptRuntime(engine_factory=factory))

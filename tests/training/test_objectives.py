@@ -17,12 +17,12 @@ from vocadapt.components.training.objectives import Distillation, LaptObjective,
 
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory, fixture_corpora):
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
     root = tmp_path_factory.mktemp("objectives")
     corpus = [fixture_corpora["it.train"]]
-    return (train_tokenizer(corpus, "bytelevel-bpe", 300, root / "teacher", show_progress=False),
-            train_tokenizer(corpus, "bytelevel-bpe", 600, root / "student", show_progress=False))
+    return (train_tokenizer(corpus, TokenizerTrainingSpec("bytelevel-bpe", 300), root / "teacher", show_progress=False),
+            train_tokenizer(corpus, TokenizerTrainingSpec("bytelevel-bpe", 600), root / "student", show_progress=False))
 
 
 @pytest.fixture(scope="module")

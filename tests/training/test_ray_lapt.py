@@ -86,8 +86,8 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve_and_energy(ray_clus
     run_id = client.create_run(experiment).info.run_id
     marker = tmp_path / "killed"
     zero2 = _settings(world, deepspeed={"enabled": True, "zero_stage": 2})
-    plan = plan_lapt(world / "model", world / "model", zero2, energy_country="ITA",
-                     **lapt_inputs(world, "killed", tracking_uri=uri, mlflow_run_id=run_id))
+    plan = plan_lapt(world / "model", world / "model", zero2,
+                     **lapt_inputs(world, "killed", energy_country="ITA", tracking_uri=uri, mlflow_run_id=run_id))
     # Ray Train's controller collects reported checkpoints by polling the workers: rank 0 killed milliseconds after
     # reporting one takes it along, and the group restarts from scratch; it waits 5 s before dying
     resumed = fit_lapt(hooked_train_loop(kill_once(rank=0, step=3, marker=str(marker), pause=5)), plan)

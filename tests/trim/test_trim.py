@@ -34,10 +34,10 @@ def build_model(folder: Path, kind: str) -> Path:
     """A random tiny Llama (hidden 32, untied head) and a ~400-token tokenizer of ``kind`` trained on the Italian and English slices."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
     files = [CORPORA / f"{name}.train.txt" for name in ("it", "en")]
-    train_tokenizer(files, kind, 420, folder, min_frequency=2)
+    train_tokenizer(files, TokenizerTrainingSpec(kind, 420, min_frequency=2), folder)
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -152,10 +152,11 @@ def test_same_inputs_give_the_same_bytes(trimmed_world, tmp_path):
 def test_min_count_and_size(tmp_path):
     from transformers import AutoTokenizer
 
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
     from vocadapt.components.tokenizers.trim import count_token_ids
 
-    train_tokenizer([CORPORA / "it.train.txt", CORPORA / "en.train.txt"], "bytelevel-bpe", 420, tmp_path)
+    train_tokenizer([CORPORA / "it.train.txt", CORPORA / "en.train.txt"], TokenizerTrainingSpec("bytelevel-bpe", 420),
+                    tmp_path)
     source = AutoTokenizer.from_pretrained(str(tmp_path))
     documents = lines("it.train")
     counts = count_token_ids(source, documents)
@@ -176,9 +177,9 @@ def test_min_count_and_size(tmp_path):
 def test_a_wordpiece_tokenizer_is_refused(tmp_path):
     from transformers import AutoTokenizer
 
-    from vocadapt.components.tokenizers.train import train_tokenizer
+    from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
-    train_tokenizer([CORPORA / "it.train.txt"], "wordpiece", 300, tmp_path)
+    train_tokenizer([CORPORA / "it.train.txt"], TokenizerTrainingSpec("wordpiece", 300), tmp_path)
     with pytest.raises(UserError, match="only BPE"):
         trim_tokenizer(AutoTokenizer.from_pretrained(str(tmp_path)), lines("it.train"))
 
