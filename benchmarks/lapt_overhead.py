@@ -50,7 +50,7 @@ def bare(model_dir: Path, folder: Path, settings: dict) -> float:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from vocadapt.components.training import LaptData, train_lapt
-    from vocadapt.platform.config_sections import LaptSection
+    from vocadapt.platform.config.lapt_sections import LaptSection
 
     torch.set_num_threads(settings["cpus_per_worker"])
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)

@@ -241,7 +241,7 @@ def test_dangling_reference_check_sees_function_level_imports_and_strings(tmp_pa
 
 
 # What every stage uses stays at platform/'s top level; anything else belongs to a concern's folder (DEVELOPERS.md).
-PLATFORM_TOP_LEVEL = {"config", "config_sections", "tracking", "model_loading", "energy", "jobs"}
+PLATFORM_TOP_LEVEL = {"tracking", "model_loading", "energy", "jobs"}
 
 
 def test_platform_is_grouped_by_concern():

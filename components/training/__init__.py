@@ -7,17 +7,31 @@
                                  {"target": DatasetSource("uonlp/CulturaX", "it", streaming=True)})
     result = train_lapt(model, tokenizer, data, LaptSettings(max_steps=10), hooks=LaptHooks(logger=logger),
                         runtime=LaptRuntime(eval_documents={"target": it_held_out, "source": en_held_out}))
+
+The settings and dataset sources are imported here; the rest (data, engine, loop, strategies: torch) load on first
+use (PEP 562), so the config, which reads the settings, imports no torch.
 """
 
-from vocadapt.components.training.data import LaptData, PackedBatch, PackedMixture, read_documents
-from vocadapt.components.training.documents import DatasetSource, load_dataset_documents
-from vocadapt.components.training.engine import EngineFactory, EngineSpec, TorchEngine, TrainingEngine
-from vocadapt.components.training.loop import LaptHooks, LaptResult, LaptRuntime, train_lapt
-from vocadapt.components.training.settings import OBJECTIVES, STRATEGIES, LaptSettings
-from vocadapt.components.training.strategies import count_parameters, plan_stages
+from __future__ import annotations
 
-__all__ = [
-    "OBJECTIVES", "STRATEGIES", "DatasetSource", "EngineFactory", "EngineSpec", "LaptData", "LaptHooks", "LaptResult",
-    "LaptRuntime", "LaptSettings", "PackedBatch", "PackedMixture", "TorchEngine", "TrainingEngine", "count_parameters",
-    "load_dataset_documents", "plan_stages", "read_documents", "train_lapt",
-]
+import importlib
+from typing import Any
+
+from vocadapt.components.training.documents import DatasetSource, load_dataset_documents
+from vocadapt.components.training.settings import OBJECTIVES, STRATEGIES, LaptSettings
+
+_LAZY_NAMES = {
+    "data": ("LaptData", "PackedBatch", "PackedMixture", "read_documents"),
+    "engine": ("EngineFactory", "EngineSpec", "TorchEngine", "TrainingEngine"),
+    "loop": ("LaptHooks", "LaptResult", "LaptRuntime", "train_lapt"),
+    "strategies": ("count_parameters", "plan_stages"),
+}
+_MODULE_OF = {name: module for module, names in _LAZY_NAMES.items() for name in names}
+
+__all__ = ["OBJECTIVES", "STRATEGIES", "DatasetSource", "LaptSettings", "load_dataset_documents", *sorted(_MODULE_OF)]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"vocadapt.components.training.{_MODULE_OF[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

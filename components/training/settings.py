@@ -1,6 +1,6 @@
 """The typed settings of one LAPT run: the one definition of every field the training loop reads.
 
-The platform's ``LaptSection`` (``platform/config_sections.py``) is this model plus the edge-only fields (files and
+The platform's ``LaptSection`` (``platform/config/lapt_sections.py``) is this model plus the edge-only fields (files and
 datasets, Ray workers, DeepSpeed, storage); it is validated once, in the config, and the same object reaches the
 Ray workers and :func:`~vocadapt.components.training.train_lapt`. Unknown keys are refused with the nearest valid
 name (:class:`~vocadapt.components.typed_settings.StrictSettings`).

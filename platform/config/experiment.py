@@ -13,8 +13,8 @@ from vocadapt.platform.config.sections import (
     CorpusSection, EvaluationSection, InitSection, MergeSection, SourceSection, TargetSection, TokenizerSection,
     TrackingSection,
 )
-from vocadapt.platform.config_sections import LaptSection
-from vocadapt.platform.config_sections import Section as _Section
+from vocadapt.platform.config.lapt_sections import LaptSection
+from vocadapt.platform.config.lapt_sections import Section as _Section
 
 
 class ExperimentConfig(_Section):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from vocadapt.components.typed_settings import unknown_field_message, validation_problems
 
 from vocadapt.platform.config.experiment import ExperimentConfig
-from vocadapt.platform.config_sections import ConfigError
+from vocadapt.platform.config.lapt_sections import ConfigError
 
 
 def apply_override(tree: dict[str, Any], assignment: str, schema: type[BaseModel] = ExperimentConfig) -> None:

@@ -1,6 +1,6 @@
 """The experiment config's sections, one pydantic model per concern, every field described: the source model, the
 target languages, the corpus, the tokenizer, the initialisers, evaluation, the merge back into a chat model and
-tracking. The LAPT and DeepSpeed sections and the shared base class are in ``platform/config_sections.py``; the rules
+tracking. The LAPT and DeepSpeed sections and the shared base class are in ``platform/config/lapt_sections.py``; the rules
 that span several sections are ``ExperimentConfig``'s (``experiment.py``). Imports nothing heavy.
 """
 
@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_serializer, model_validator
 
-from vocadapt.components.merging.elchat import MergeSettings
+from vocadapt.components.merging.settings import MergeSettings
 
-from vocadapt.platform.config_sections import Section as _Section
+from vocadapt.platform.config.lapt_sections import Section as _Section
 
 EMBEDDED_MODEL = "embedded:smollm2-135m"
 EMBEDDED_CORPUS = "embedded"

@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vocadapt.platform.config_sections import DeepSpeedSection
+from vocadapt.platform.config.lapt_sections import DeepSpeedSection
 
 if TYPE_CHECKING:
     from vocadapt.components.training.engine import EngineSpec

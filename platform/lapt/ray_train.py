@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vocadapt.components.typed_settings import validation_problems
-from vocadapt.platform.config_sections import ConfigError, LaptSection
+from vocadapt.platform.config.lapt_sections import ConfigError, LaptSection
 from vocadapt.platform.lapt.progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
 from vocadapt.platform.lapt.worker import lapt_worker
 from vocadapt.platform.model_loading import check_teacher

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from vocadapt.platform import model_loading
-from vocadapt.platform.config_sections import LaptSection
+from vocadapt.platform.config.lapt_sections import LaptSection
 from vocadapt.platform.lapt.progress import PROGRESS_ENV, worker_phase_progress, worker_progress
 
 METRIC_PREFIX = "lapt_"  # LAPT's metrics in the MLflow run (the dashboard reads them by it)

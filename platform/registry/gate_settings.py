@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from vocadapt.components.evaluation.bootstrap import DEFAULT_RESAMPLES
-from vocadapt.platform.config_sections import Section
+from vocadapt.platform.config.lapt_sections import Section
 
 
 class Margin(Section):

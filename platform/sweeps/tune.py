@@ -24,7 +24,7 @@ from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config import ConfigError, ExperimentConfig, apply_override, read_yaml_mapping, set_dotted
-from vocadapt.platform.config_sections import Section
+from vocadapt.platform.config.lapt_sections import Section
 from vocadapt.platform.registry.model_versions import PromotionGates
 from vocadapt.platform.data.storage import StorageLocation, locate
 from vocadapt.platform.sweeps.cache import CACHE_FOLDER

@@ -52,7 +52,7 @@ def test_on_a_gpu_every_model_goes_there_and_comes_back_even_when_scoring_fails(
 
 
 def test_an_unknown_device_is_refused_by_the_config():
-    from vocadapt.platform.config_sections import ConfigError
+    from vocadapt.platform.config.lapt_sections import ConfigError
 
     with pytest.raises((ConfigError, ValueError)) as caught:
         _config("tpu")

@@ -128,7 +128,7 @@ def test_language_template_needs_only_the_language():
 def test_lapt_compile_reads_switch_words_as_switches(value, expected):
     """An MLflow parameter arrives as text: 'false' must not become a torch.compile backend named 'false'."""
     from vocadapt.components.training import LaptSettings
-    from vocadapt.platform.config_sections import LaptSection
+    from vocadapt.platform.config.lapt_sections import LaptSection
 
     section = LaptSection(compile=value)
     assert section.compile == expected

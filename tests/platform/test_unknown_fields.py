@@ -75,7 +75,7 @@ def test_set_through_the_command_line_names_the_unknown_lapt_key():
 def test_lapt_settings_have_one_definition_shared_by_the_config_and_the_loop():
     """Every field the loop reads is the config's field, described once; the section adds only edge fields."""
     from vocadapt.components.training import LaptSettings
-    from vocadapt.platform.config_sections import LaptSection
+    from vocadapt.platform.config.lapt_sections import LaptSection
 
     assert issubclass(LaptSection, LaptSettings)
     loop_fields = LaptSettings.model_fields

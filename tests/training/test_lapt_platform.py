@@ -3,7 +3,7 @@
 import pytest
 
 from vocadapt.platform.config import load_config
-from vocadapt.platform.config_sections import ConfigError
+from vocadapt.platform.config.lapt_sections import ConfigError
 from vocadapt.components.training.engine import EngineSpec
 from vocadapt.platform.lapt.deepspeed_config import deepspeed_config
 
