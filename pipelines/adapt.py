@@ -4,15 +4,16 @@ with every configured method, measure, continue pre-training, measure again, tra
 Reads top to bottom: setup (validate everything before any work), run, report. Every step is logged to one MLflow
 parent run with one child run per method. Nothing is written to the output folder until the inputs are checked,
 and the folder is built under a temporary name and renamed only when the run succeeds.
+
+What the run returns (each method's outcome, the rule that ranks them, the run's result) is in
+``pipelines/adapt_outcomes.py``; what it prints and the tables it logs are in ``pipelines/adapt_report.py``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -20,9 +21,12 @@ import yaml
 from rich.console import Console
 
 from vocadapt.components.evaluation.parameters import parameter_counts
-from vocadapt.pipelines.adapt_report import print_fertility, print_summary, summary_json
+from vocadapt.pipelines.adapt_outcomes import AdaptResult, MethodOutcome
+from vocadapt.pipelines.adapt_report import (
+    bits_per_byte_table, expansion_summary, fertility_metrics, print_fertility, print_summary,
+)
 from vocadapt.platform.config import ExperimentConfig
-from vocadapt.pipelines.preflight import check_corpora, corpus_expectations, preflight, resolve_methods  # noqa: F401
+from vocadapt.pipelines.preflight import preflight
 from vocadapt.pipelines.recipe import MethodRun, Recipe
 from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams, on_scoring_device
 from vocadapt.platform.energy import EnergyReading, log_energy
@@ -31,57 +35,6 @@ from vocadapt.platform.tracking import Tracker, redact_tree, resolve_tracking_ur
 
 if TYPE_CHECKING:
     from vocadapt.pipelines.preflight import Preflight
-
-
-@dataclass
-class MethodOutcome:
-    method: str
-    run_id: str
-    model_dir: Path
-    bits_per_byte: dict[str, float] = field(default_factory=dict)
-    lapt: dict[str, Any] = field(default_factory=dict)
-    record: dict[str, Any] = field(default_factory=dict)
-    side_by_side: dict[str, float] = field(default_factory=dict)  # pipelines/side_by_side.py's metrics
-    gate_items: dict[str, Any] = field(default_factory=dict)  # their per-item parts (the run's gates/items.json)
-
-    def score(self) -> float:
-        """Lower is better, on the text the default promotion gate reads: the out-of-domain target bits per byte
-        where the side-by-side benchmark scored them, else the held-out ones. The held-out split comes from the
-        training corpora and flatters a method fitted to their domain (a head fit on their hidden states), so it
-        ranks methods only where no out-of-domain text was scored."""
-        out_of_domain = self.out_of_domain_target_bpb()
-        return out_of_domain if out_of_domain is not None else self.held_out_target_bpb()
-
-    def out_of_domain_target_bpb(self) -> float | None:
-        """Bits per byte on out-of-domain target text (``bpb_ood_target``, and ``bpb_ood_target_<code>`` for each
-        further target language: their mean); None where the side-by-side benchmark scored none."""
-        values = [value for key, value in self.side_by_side.items()
-                  if (key == "bpb_ood_target" or key.startswith("bpb_ood_target_")) and math.isfinite(value)]
-        return sum(values) / len(values) if values else None
-
-    def held_out_target_bpb(self) -> float:
-        """Held-out target bits per byte after LAPT when it ran, else zero-shot (with several target languages, the
-        mean over their ``target*`` streams)."""
-        stage = "after_lapt" if "target_after_lapt" in self.bits_per_byte else "zero_shot"
-        values = [value for key, value in self.bits_per_byte.items()
-                  if key.startswith("target") and key.endswith(f"_{stage}")]
-        return sum(values) / len(values)
-
-
-@dataclass
-class AdaptResult:
-    parent_run_id: str
-    experiment_id: str
-    tracking_uri: str
-    output_dir: Path
-    fertility: dict[str, dict[str, float]]
-    source_bits_per_byte: dict[str, float]
-    methods: list[MethodOutcome]
-    best: MethodOutcome
-    registered: tuple[str, int] | None
-    source_side_by_side: dict[str, float] = field(default_factory=dict)  # source_model.* of the side-by-side run
-    parent_metrics: dict[str, float] = field(default_factory=dict)  # what the parent run logged (gates read it)
-    parent_gate_items: dict[str, Any] = field(default_factory=dict)  # the parent's gates/items.json
 
 
 def run_adapt(
@@ -140,84 +93,128 @@ def _move_into_place(staging: Path, output_dir: Path) -> None:
 
 def _run(recipe: Recipe, checked: Preflight, parent_run_id: str | None,
          on_metrics: Callable[[str, dict[str, float]], None] | None) -> AdaptResult:
+    """Everything on the MLflow parent run, in the order printed: tokenizer, fertility, the source model, each
+    method on its child run, then the best method ranked, registered and kept."""
     from vocadapt.pipelines.side_by_side import items_for_config
+    from vocadapt.platform.registry.gate_items import log_gate_items
 
-    config, inputs, tracker, console = recipe.config, recipe.inputs, recipe.tracker, recipe.console
-    lineage = recipe.lineage
+    config, inputs, tracker = recipe.config, recipe.inputs, recipe.tracker
     if config.target.multilingual:  # the gates judge every language (platform/registry/gates.py::gated_languages)
-        lineage["vocadapt.target_languages"] = ",".join(config.target.languages)
+        recipe.lineage["vocadapt.target_languages"] = ",".join(config.target.languages)
     recipe.side_by_side = items_for_config(config, inputs)  # may download out-of-domain text: before any run opens
-    with tracker.run(config.name, parent_run_id=parent_run_id, tags=lineage) as parent:
+    with tracker.run(config.name, parent_run_id=parent_run_id, tags=recipe.lineage) as parent:
         recipe.parent_id = parent_id = parent.info.run_id
-        tracker.log_params(parent_id, config.flat())
-        tracker.log_text(parent_id, yaml.safe_dump(redact_tree(config.model_dump(mode="json")), sort_keys=False),
-                         "config.yaml")
-        if checked.expectations is not None:
-            from vocadapt.platform.data.corpus_checks import log_expectations
-
-            log_expectations(tracker, parent_id, checked.expectations)
-
-        recipe.read_held_out()
-        recipe.train_tokenizer("[bold]2. target tokenizer", checked.pretrained_tokenizer)
-        replacement, held_out, source_tokenizer = recipe.replacement, recipe.held_out, recipe.source_tokenizer
-        tracker.log_artifact(parent_id, recipe.tokenizer_dir, "tokenizer")
-        _warn_if_vocabulary_short(config, inputs, replacement, tracker, parent_id, console)
-        if config.init.mode == "expand":
-            expansion = _expansion_summary(replacement, inputs)
-            tracker.log_dict(parent_id, expansion, "expansion.json")
-            tracker.log_metrics(parent_id, {"expansion_new_tokens": len(replacement.new_token_ids)})
-            console.print(f"expanded by {len(replacement.new_token_ids):,} tokens; skipped: "
-                          f"{expansion['skipped'] or 'none'}; protected lexicon: {expansion['protected_lexicon']}",
-                          highlight=False)  # fmt: skip
-
-        with recipe.stage("evaluation", "[bold]3. fertility"):
-            fertility = _fertility(source_tokenizer, replacement, held_out, config, _parallel_held_out(config, inputs))
-        tracker.log_metrics(parent_id, _flatten_fertility(fertility))
-        tracker.log_dict(parent_id, fertility, "fertility.json")
-        print_fertility(fertility, console)
-        from vocadapt.pipelines.side_by_side import fertility_parts
-        from vocadapt.platform.registry.gate_items import log_gate_items
-
-        # per-document parts of the gated measures (fertility here, the source model's scores below), from which
-        # `vocadapt promote` bootstraps each gate's interval: the parent run's gates/items.json
-        parent_items = {}
-        for stream, code in language_streams(config)[:-1]:  # every target language's documents
-            parent_items |= fertility_parts(source_tokenizer, replacement.tokenizer, held_out[stream], code)
-
-        recipe.score_source("[bold]5. source model, zero-shot bits per byte")
-        source_bpb = recipe.source_bpb
-        tracker.log_metrics(parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
-                            | {f"source_model.{k}": v for k, v in parameter_counts(recipe.source_model).items()})
-        source_side_by_side = _score_source_side_by_side(recipe, parent_items)
+        _log_config(recipe, checked)
+        _train_tokenizer(recipe, checked)
+        fertility, parent_items = _measure_fertility(recipe)
+        source_bpb, source_side_by_side = _score_source(recipe, parent_items)
         log_gate_items(tracker, parent_id, parent_items)
-
-        methods = checked.methods
-        with recipe.stage("init"):  # a helper (fastText) is part of initialising the new rows
-            if config.init.helper and any(method.needs_helper for method in methods.values()):
-                recipe.helper = recipe.build_helper()  # else None: no listed method uses one
-        outcomes = []
-        for method in config.init.methods:
-            console.rule(f"[bold]4-7. method {method}")
-            with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=lineage) as child:
-                outcome = _adapt_one_method(recipe.method_run(methods[method], child.info.run_id), on_metrics)
-            outcomes.append(outcome)
-        recipe.source_model = None
-        log_energy(tracker, parent_id, recipe.energy)
-
-        best = min(outcomes, key=MethodOutcome.score)
-        tracker.set_tags(parent_id, {"vocadapt.best_method": best.method})
-        tracker.log_dict(parent_id, _leaderboard(outcomes, source_bpb), "bits_per_byte.json")
-        registered = None
-        if config.tracking.register_best:
-            console.rule("[bold]8. registry")
-            registered = _register(config, tracker, best,
-                                   lineage | {"vocadapt.tokenizer_sha256": recipe.tokenizer_sha}, parent_id, console)
-        _drop_other_models(outcomes, best)
-    parent_metrics = _flatten_fertility(fertility) | {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
+        outcomes = _adapt_every_method(recipe, checked, on_metrics)
+        best, registered = _rank_and_register(recipe, outcomes)
+    parent_metrics = fertility_metrics(fertility) | {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
     return AdaptResult(
         parent_id, tracker.experiment_id, tracker.tracking_uri, recipe.workdir, fertility, source_bpb, outcomes,
         best, registered, source_side_by_side, parent_metrics | source_side_by_side, parent_items,
     )
+
+
+def _log_config(recipe: Recipe, checked: Preflight) -> None:
+    """The config on the parent run: as flat parameters, as ``config.yaml`` (secrets redacted), and the corpus
+    expectations the preflight checked."""
+    config, tracker, parent_id = recipe.config, recipe.tracker, recipe.parent_id
+    tracker.log_params(parent_id, config.flat())
+    tracker.log_text(parent_id, yaml.safe_dump(redact_tree(config.model_dump(mode="json")), sort_keys=False),
+                     "config.yaml")
+    if checked.expectations is not None:
+        from vocadapt.platform.data.corpus_checks import log_expectations
+
+        log_expectations(tracker, parent_id, checked.expectations)
+
+
+def _train_tokenizer(recipe: Recipe, checked: Preflight) -> None:
+    """Read the held-out text, train (or take) the target tokenizer and change the vocabulary with it; log the
+    tokenizer, a short vocabulary's warning and, when expanding, what the expansion added."""
+    config, tracker, parent_id, console = recipe.config, recipe.tracker, recipe.parent_id, recipe.console
+    recipe.read_held_out()
+    recipe.train_tokenizer("[bold]2. target tokenizer", checked.pretrained_tokenizer)
+    replacement = recipe.replacement
+    tracker.log_artifact(parent_id, recipe.tokenizer_dir, "tokenizer")
+    _warn_if_vocabulary_short(config, recipe.inputs, replacement, tracker, parent_id, console)
+    if config.init.mode == "expand":
+        expansion = expansion_summary(replacement, recipe.inputs)
+        tracker.log_dict(parent_id, expansion, "expansion.json")
+        tracker.log_metrics(parent_id, {"expansion_new_tokens": len(replacement.new_token_ids)})
+        console.print(f"expanded by {len(replacement.new_token_ids):,} tokens; skipped: "
+                      f"{expansion['skipped'] or 'none'}; protected lexicon: {expansion['protected_lexicon']}",
+                      highlight=False)  # fmt: skip
+
+
+def _measure_fertility(recipe: Recipe) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Both tokenizers' fertility on held-out text, logged and printed; returns the table and its per-document
+    parts, the first of the parent run's gate items."""
+    from vocadapt.pipelines.side_by_side import fertility_parts
+
+    config, tracker, parent_id = recipe.config, recipe.tracker, recipe.parent_id
+    source_tokenizer, replacement, held_out = recipe.source_tokenizer, recipe.replacement, recipe.held_out
+    with recipe.stage("evaluation", "[bold]3. fertility"):
+        fertility = _fertility(source_tokenizer, replacement, held_out, config,
+                               _parallel_held_out(config, recipe.inputs))
+    tracker.log_metrics(parent_id, fertility_metrics(fertility))
+    tracker.log_dict(parent_id, fertility, "fertility.json")
+    print_fertility(fertility, recipe.console)
+    # per-document parts of the gated measures (fertility here, the source model's scores next), from which
+    # `vocadapt promote` bootstraps each gate's interval: the parent run's gates/items.json
+    parent_items = {}
+    for stream, code in language_streams(config)[:-1]:  # every target language's documents
+        parent_items |= fertility_parts(source_tokenizer, replacement.tokenizer, held_out[stream], code)
+    return fertility, parent_items
+
+
+def _score_source(recipe: Recipe, parent_items: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """The source model's held-out bits per byte and parameter counts on the parent run, then its side-by-side
+    scores (their per-item parts added to ``parent_items``); returns both score tables."""
+    recipe.score_source("[bold]5. source model, zero-shot bits per byte")
+    source_bpb = recipe.source_bpb
+    recipe.tracker.log_metrics(recipe.parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
+                               | {f"source_model.{k}": v for k, v in parameter_counts(recipe.source_model).items()})
+    return source_bpb, _score_source_side_by_side(recipe, parent_items)
+
+
+def _adapt_every_method(recipe: Recipe, checked: Preflight,
+                        on_metrics: Callable[[str, dict[str, float]], None] | None) -> list[MethodOutcome]:
+    """Every configured method in turn, each on its own child run; the source model is released afterwards and
+    the run's energy logged on the parent."""
+    config, tracker, parent_id, methods = recipe.config, recipe.tracker, recipe.parent_id, checked.methods
+    with recipe.stage("init"):  # a helper (fastText) is part of initialising the new rows
+        if config.init.helper and any(method.needs_helper for method in methods.values()):
+            recipe.helper = recipe.build_helper()  # else None: no listed method uses one
+    outcomes = []
+    for method in config.init.methods:
+        recipe.console.rule(f"[bold]4-7. method {method}")
+        with tracker.run(f"{config.name}/{method}", parent_run_id=parent_id, tags=recipe.lineage) as child:
+            outcome = _adapt_one_method(recipe.method_run(methods[method], child.info.run_id), on_metrics)
+        outcomes.append(outcome)
+    recipe.source_model = None
+    log_energy(tracker, parent_id, recipe.energy)
+    return outcomes
+
+
+def _rank_and_register(recipe: Recipe, outcomes: list[MethodOutcome]) -> tuple[MethodOutcome, tuple[str, int] | None]:
+    """The best method (:meth:`MethodOutcome.score`) tagged on the parent run with every method's bits per byte,
+    registered when ``tracking.register_best``; only its model stays on disk. Returns it and its registered name
+    and version (None when not registered)."""
+    config, tracker, parent_id = recipe.config, recipe.tracker, recipe.parent_id
+    best = min(outcomes, key=MethodOutcome.score)
+    tracker.set_tags(parent_id, {"vocadapt.best_method": best.method})
+    tracker.log_dict(parent_id, bits_per_byte_table(outcomes, recipe.source_bpb), "bits_per_byte.json")
+    registered = None
+    if config.tracking.register_best:
+        recipe.console.rule("[bold]8. registry")
+        registered = _register(config, tracker, best,
+                               recipe.lineage | {"vocadapt.tokenizer_sha256": recipe.tokenizer_sha}, parent_id,
+                               recipe.console)
+    _drop_other_models(outcomes, best)
+    return best, registered
 
 
 def _warn_if_vocabulary_short(config, inputs, change, tracker: Tracker, run_id: str, console: Console) -> None:
@@ -235,23 +232,11 @@ def _warn_if_vocabulary_short(config, inputs, change, tracker: Tracker, run_id: 
     tracker.set_tags(run_id, {"vocadapt.warning.tokenizer_vocab_size": warning})
 
 
-def _expansion_summary(expansion, inputs) -> dict[str, Any]:
-    """What the expansion added and skipped, and which source-language word list it protected."""
-    summary = {
-        "source_vocab_size": expansion.source_vocab_size,
-        "new_tokens": len(expansion.new_token_ids),
-        "intermediate_tokens": len(expansion.intermediate_token_ids),
-        "skipped": expansion.skipped,
-        "protected_lexicon": inputs.source_lexicon.name if inputs.source_lexicon else None,
-    }
-    if hasattr(expansion, "planned"):  # several target languages: how the budget was split
-        summary["budget"] = {"rule": expansion.rule, "planned": expansion.planned, "added": expansion.added}
-    return summary
-
-
 def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str, dict[str, Any]]:
     """Fertility of both tokenizers on held-out target and source-language text, language-aware (tokens per
     word only where the script delimits words), with parity against the English side of aligned paragraphs."""
+    from dataclasses import asdict
+
     from vocadapt.components.tokenizers.fertility import ParallelText
     from vocadapt.components.tokenizers.language_fertility import LanguageDocuments, language_fertility_report
 
@@ -263,19 +248,13 @@ def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str
                 tokenizer, LanguageDocuments(held_out[stream], lang), name=f"{name}_tokenizer",
                 new_token_ids=change.new_token_ids if name == "target" else None,
             )
-            table[f"{name}_tokenizer.{lang}"] = _as_dict(report)
+            table[f"{name}_tokenizer.{lang}"] = asdict(report)
         for language, pairs in (parallel or {}).items():
             aligned = language_fertility_report(tokenizer, LanguageDocuments(
                 pairs[language], language,
                 reference=ParallelText(pairs[english], tokenizer=source_tokenizer, language=english)))
             table[f"{name}_tokenizer.{language}"]["parity"] = aligned.parity
     return table
-
-
-def _as_dict(report) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(report)
 
 
 def _parallel_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, dict[str, list[str]]] | None:
@@ -292,15 +271,6 @@ def _parallel_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict
         pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[: config.evaluation.max_documents]]
         parallel[language] = {language: [p[language] for p in pairs], english: [p[english] for p in pairs]}
     return parallel
-
-
-def _flatten_fertility(fertility: dict[str, dict[str, float]]) -> dict[str, float]:
-    return {
-        f"fertility.{key}.{measure}": value
-        for key, report in fertility.items()
-        for measure, value in report.items()
-        if isinstance(value, (int, float)) and not isinstance(value, bool)
-    }
 
 
 def continue_pretraining(recipe: Recipe, model_dir: Path, workdir: Path, run_id: str) -> dict[str, Any]:
@@ -320,42 +290,17 @@ def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float
     The model is initialised and scored in memory; its checkpoint is written for LAPT and the registry. Without
     LAPT and merge, the side-by-side benchmark scores the same model in memory too (as float32, the way a
     checkpoint is loaded), so nothing is read back from disk only to be scored."""
-    from vocadapt.platform.model_loading import strip_custom_code
-
     recipe, method, run_id = run.recipe, run.method, run.run_id
-    config, tracker, held_out = recipe.config, recipe.tracker, recipe.held_out
-    target_tokenizer = recipe.target_tokenizer
+    config, tracker = recipe.config, recipe.tracker
     recipe.log_method_params(run_id, method, config.init.options.get(method, {}))
-    started = time.perf_counter()
-    with run.stage("init"):
-        model, record = recipe.initialise(run.initializer)
-        initial_dir = recipe.workdir / method / "initialised"
-        model.save_pretrained(initial_dir)
-        target_tokenizer.save_pretrained(initial_dir)
-        strip_custom_code(initial_dir)
-    tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started} | parameter_counts(model))
-    tracker.log_dict(run_id, record, "initialisation.json")
-    with run.stage("evaluation"):
-        zero_shot = held_out_bits_per_byte(model, target_tokenizer, held_out, config)
-    bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
-    tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
+    model, outcome, zero_shot = _initialise(run)
     final_in_memory = not config.lapt.runs and config.merge.method == "none"
     if not final_in_memory:
         del model  # LAPT and the merge start from the checkpoint; memory goes to them
     if on_metrics is not None:
         on_metrics(method, dict(zero_shot))
-    outcome = MethodOutcome(method, run_id, initial_dir, bpb, record=record)
     if config.lapt.runs:
-        lapt = continue_pretraining(recipe, initial_dir, recipe.workdir / method, run_id)
-        outcome.model_dir = lapt["model_dir"]
-        strip_custom_code(Path(outcome.model_dir))
-        outcome.lapt = lapt
-        if lapt["energy"]:  # measured in the Ray workers, summed over nodes
-            run.account(EnergyReading.from_dict(lapt["energy"]))
-        after = {f"{stream}_after_lapt": value for stream, value in lapt["bits_per_byte"].items()}
-        outcome.bits_per_byte.update(after)
-        tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
-        shutil.rmtree(initial_dir, ignore_errors=True)
+        _continue_pretraining_from_checkpoint(run, outcome)
     if config.merge.method != "none":  # ElChat: back into the chat model; what follows sees the merged model
         from vocadapt.pipelines.merge_step import merge_into_chat_model
 
@@ -369,14 +314,7 @@ def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float
             del model
         else:
             final_model, final_tokenizer = load_model(Path(outcome.model_dir), what="adapted model")
-        with run.stage("evaluation"), on_scoring_device(config, final_model, recipe.source_model):
-            if side_by_side is not None:
-                outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, recipe.source_tokenizer,
-                                                           side_by_side, outcome.gate_items)
-            for stream, language in language_streams(config)[:-1]:  # every target language's own text
-                outcome.side_by_side |= _equal_content_speed_up(
-                    config, (final_model, final_tokenizer), (recipe.source_model, recipe.source_tokenizer),
-                    recipe.held_out[stream], scope="" if stream == "target" else f"{language}.")
+        _score_final_model(run, outcome, final_model, final_tokenizer)
         del final_model
         tracker.log_metrics(run_id, outcome.side_by_side, step=outcome.lapt["steps"] if outcome.lapt else 0)
         from vocadapt.platform.registry.gate_items import log_gate_items
@@ -388,6 +326,63 @@ def _adapt_one_method(run: MethodRun, on_metrics: Callable[[str, dict[str, float
     log_energy(tracker, run_id, run.energy)
     recipe.console.print(f"  {method}: " + ", ".join(f"{k}={v:.3f}" for k, v in outcome.bits_per_byte.items()))
     return outcome
+
+
+def _initialise(run: MethodRun) -> tuple[Any, MethodOutcome, dict[str, float]]:
+    """The method's rows initialised in memory, its checkpoint written to ``<workdir>/<method>/initialised`` and its
+    zero-shot held-out bits per byte logged at step 0; returns the model, the outcome so far and the zero-shot
+    bits per byte per stream."""
+    from vocadapt.platform.model_loading import strip_custom_code
+
+    recipe, method, run_id = run.recipe, run.method, run.run_id
+    config, tracker, target_tokenizer = recipe.config, recipe.tracker, recipe.target_tokenizer
+    started = time.perf_counter()
+    with run.stage("init"):
+        model, record = recipe.initialise(run.initializer)
+        initial_dir = recipe.workdir / method / "initialised"
+        model.save_pretrained(initial_dir)
+        target_tokenizer.save_pretrained(initial_dir)
+        strip_custom_code(initial_dir)
+    tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started} | parameter_counts(model))
+    tracker.log_dict(run_id, record, "initialisation.json")
+    with run.stage("evaluation"):
+        zero_shot = held_out_bits_per_byte(model, target_tokenizer, recipe.held_out, config)
+    bpb = {f"{stream}_zero_shot": value for stream, value in zero_shot.items()}
+    tracker.log_metrics(run_id, {f"bpb_{k}": v for k, v in bpb.items()}, step=0)
+    return model, MethodOutcome(method, run_id, initial_dir, bpb, record=record), zero_shot
+
+
+def _continue_pretraining_from_checkpoint(run: MethodRun, outcome: MethodOutcome) -> None:
+    """LAPT from the initialised checkpoint, which is deleted afterwards: ``outcome`` takes the trained model, the
+    LAPT history and the held-out bits per byte after LAPT, the run the energy the Ray workers measured."""
+    from vocadapt.platform.model_loading import strip_custom_code
+
+    recipe, initial_dir = run.recipe, outcome.model_dir
+    lapt = continue_pretraining(recipe, initial_dir, recipe.workdir / run.method, run.run_id)
+    outcome.model_dir = lapt["model_dir"]
+    strip_custom_code(Path(outcome.model_dir))
+    outcome.lapt = lapt
+    if lapt["energy"]:  # measured in the Ray workers, summed over nodes
+        run.account(EnergyReading.from_dict(lapt["energy"]))
+    after = {f"{stream}_after_lapt": value for stream, value in lapt["bits_per_byte"].items()}
+    outcome.bits_per_byte.update(after)
+    recipe.tracker.log_metrics(run.run_id, {f"bpb_{k}": v for k, v in after.items()}, step=lapt["steps"])
+    shutil.rmtree(initial_dir, ignore_errors=True)
+
+
+def _score_final_model(run: MethodRun, outcome: MethodOutcome, final_model, final_tokenizer) -> None:
+    """The method's final model on the side-by-side benchmark (when it has items) and its decoding speed-up on
+    every target language's held-out text, into ``outcome.side_by_side`` (per-item parts into its gate items)."""
+    recipe = run.recipe
+    config, side_by_side = recipe.config, recipe.side_by_side
+    with run.stage("evaluation"), on_scoring_device(config, final_model, recipe.source_model):
+        if side_by_side is not None:
+            outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, recipe.source_tokenizer,
+                                                       side_by_side, outcome.gate_items)
+        for stream, language in language_streams(config)[:-1]:  # every target language's own text
+            outcome.side_by_side |= _equal_content_speed_up(
+                config, (final_model, final_tokenizer), (recipe.source_model, recipe.source_tokenizer),
+                recipe.held_out[stream], scope="" if stream == "target" else f"{language}.")
 
 
 def _score_source_side_by_side(recipe: Recipe, item_parts: dict[str, Any]) -> dict[str, float]:
@@ -432,13 +427,6 @@ def _equal_content_speed_up(config, adapted, source, documents: list[str], scope
         return {}
     return {f"generation.{scope}equal_content_speed_up": ratios["speed_up"],
             f"generation.{scope}equal_content_token_ratio": ratios["token_ratio"]}
-
-
-def _leaderboard(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:
-    return {
-        "source_model": source_bpb,
-        "methods": {outcome.method: outcome.bits_per_byte for outcome in outcomes},
-    }
 
 
 def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str, console):

@@ -1,4 +1,6 @@
-"""What the adapt pipeline prints: the fertility table, the bits-per-byte table and the JSON summary."""
+"""What the adapt pipeline prints and what it logs as tables: the fertility table and its flat metrics, the
+expansion summary, the bits-per-byte table (printed, and logged as ``bits_per_byte.json``), the side-by-side
+tables, the promotion-gate preview and the JSON summary."""
 
 from __future__ import annotations
 
@@ -8,8 +10,40 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from vocadapt.pipelines.adapt import AdaptResult
+    from vocadapt.pipelines.adapt_outcomes import AdaptResult, MethodOutcome
     from vocadapt.platform.config import ExperimentConfig
+
+
+def fertility_metrics(fertility: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The fertility table as flat metrics, ``fertility.<tokenizer>.<language>.<measure>``: its numbers only."""
+    return {
+        f"fertility.{key}.{measure}": value
+        for key, report in fertility.items()
+        for measure, value in report.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+
+
+def expansion_summary(expansion, inputs) -> dict[str, Any]:
+    """What the expansion added and skipped, and which source-language word list it protected."""
+    summary = {
+        "source_vocab_size": expansion.source_vocab_size,
+        "new_tokens": len(expansion.new_token_ids),
+        "intermediate_tokens": len(expansion.intermediate_token_ids),
+        "skipped": expansion.skipped,
+        "protected_lexicon": inputs.source_lexicon.name if inputs.source_lexicon else None,
+    }
+    if hasattr(expansion, "planned"):  # several target languages: how the budget was split
+        summary["budget"] = {"rule": expansion.rule, "planned": expansion.planned, "added": expansion.added}
+    return summary
+
+
+def bits_per_byte_table(outcomes: list[MethodOutcome], source_bpb: dict[str, float]) -> dict[str, Any]:
+    """The source model's and every method's held-out bits per byte (the parent run's ``bits_per_byte.json``)."""
+    return {
+        "source_model": source_bpb,
+        "methods": {outcome.method: outcome.bits_per_byte for outcome in outcomes},
+    }
 
 
 def print_fertility(fertility: dict[str, dict[str, Any]], console: Console) -> None:

@@ -125,7 +125,7 @@ def run_sweep(
 def check_methods(sweep: SweepConfig) -> None:
     """Every initialiser a trial could use is registered, with its options and helper, before any trial starts:
     each candidate trial's methods go through the adapt pipeline's one resolver."""
-    from vocadapt.pipelines.adapt import resolve_methods
+    from vocadapt.pipelines.preflight import resolve_methods
     from vocadapt.platform.sweeps.tune import SINGLE_METHOD_FIELD, trial_experiment
 
     base_tree = sweep.base_tree()
@@ -142,7 +142,7 @@ def check_methods(sweep: SweepConfig) -> None:
 def _check_corpora(base: ExperimentConfig, console: Console) -> tuple[Any, dict[str, Any]]:
     """The base config's inputs and its corpus expectation results; raises (naming the file or expectation and the
     fix) on a bad corpus, so a sweep of bad data stops before its parent run exists."""
-    from vocadapt.pipelines.adapt import check_corpora
+    from vocadapt.pipelines.preflight import check_corpora
     from vocadapt.platform.assets.sources import resolve_inputs
 
     inputs = resolve_inputs(base)

@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
                                        "(only once the new run has finished); without it an existing one is refused."),
     ) -> None:
         """Check corpora, train the target tokenizer, replace the vocabulary, initialise, LAPT, track, register."""
-        from vocadapt.pipelines.adapt import run_adapt, summary_json
+        from vocadapt.pipelines.adapt import run_adapt
+        from vocadapt.pipelines.adapt_report import summary_json
         from vocadapt.platform.config import load_config
 
         with user_errors():

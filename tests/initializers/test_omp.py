@@ -180,7 +180,7 @@ def test_a_sweep_over_omp_resolves_each_trial_and_refuses_it_without_a_helper_be
     import json
 
     from vocadapt.components.errors import UserError
-    from vocadapt.pipelines.adapt import resolve_methods
+    from vocadapt.pipelines.preflight import resolve_methods
     from vocadapt.pipelines.sweep import check_methods
     from vocadapt.platform.sweeps.tune import load_sweep_config, trial_experiment, validate_sweep
 

@@ -257,7 +257,7 @@ def test_embedded_options_resolve_to_the_built_files_or_name_the_fix(tmp_path):
 def test_a_sweep_checks_wechsel_files_before_any_trial(tmp_path, monkeypatch):
     """A sweep over WECHSEL's temperature resolves its files once per trial config; one naming it without files on a
     machine without `vocadapt assets` stops before any trial, naming the command."""
-    from vocadapt.pipelines.adapt import resolve_methods
+    from vocadapt.pipelines.preflight import resolve_methods
     from vocadapt.pipelines.sweep import check_methods
     from vocadapt.platform.sweeps.tune import load_sweep_config, trial_experiment, validate_sweep
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from vocadapt.pipelines.adapt import MethodOutcome, _register
+from vocadapt.pipelines.adapt import _register
+from vocadapt.pipelines.adapt_outcomes import MethodOutcome
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.serving.serve_check import NotServableError
 

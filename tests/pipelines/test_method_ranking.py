@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vocadapt.pipelines.adapt import MethodOutcome
+from vocadapt.pipelines.adapt_outcomes import MethodOutcome
 
 
 def outcome(method: str, held_out: float, out_of_domain: dict[str, float] | None = None) -> MethodOutcome:
