@@ -42,13 +42,19 @@ gguf-tools: install
 	$(BIN)/pip install -q $(LLAMA_CPP_PYTHON)
 	$(BIN)/python -c "from vocadapt.platform.serving.gguf_export import converter_dir; converter_dir()"
 
+# Two pytest workers, a test file each (--dist loadfile: a file's module fixtures, such as the twins' six adapts,
+# are built once, in one worker). The suite waits on servers, Ray and subprocesses for much of its time, so two
+# workers on 2 cores finish sooner than one (DEVELOPERS.md, "Tests"). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: install gguf-tools
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_WORKERS)
 
 # The inner loop: every test but the slow ones (tests/slow_tests.py; DEVELOPERS.md, "Tests"), a few minutes on 2 cores.
 # `make test` and CI run them all.
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow" --durations=10
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) -m "not slow" --durations=10
 
 clean:
 	rm -rf runs mlartifacts mlflow.db .pytest_cache
