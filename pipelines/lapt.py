@@ -1,4 +1,5 @@
-"""The ``lapt`` pipeline: continued pre-training of one model on Ray Train, tracked in one MLflow run.
+"""The ``lapt`` pipeline: continued pre-training of one model on Ray Train (or in this process), tracked in one
+MLflow run.
 
 Setup (budget, inputs, model folder, held-out text), then one run that trains on Ray and scores held-out bits per
 byte at the end. ``vocadapt lapt`` and the MLproject's ``lapt`` entry point call :func:`run_lapt`.
@@ -45,9 +46,12 @@ class LaptRequest:
     output_dir: Path | None = None
 
     def run(self, tracking_uri: str | None, mlflow_run_id: str | None) -> LaptRunResult:
-        """Train on Ray Train, the driver logging to ``mlflow_run_id``; the teacher of a 'distill' objective is
-        ``lapt.teacher`` or the source model, decided and checked once, in Ray's plan (:func:`check_teacher`)."""
-        from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, LaptTracking, run_lapt_on_ray
+        """Train on Ray Train (or in this process, ``lapt.runner: in_process``), logging to ``mlflow_run_id``; the
+        teacher of a 'distill' objective is ``lapt.teacher`` or the source model, decided and checked once, in the
+        run's plan (:func:`check_teacher`)."""
+        from vocadapt.platform.lapt.in_process import fit_lapt_in_process
+        from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, LaptTracking, fit_lapt, plan_lapt
+        from vocadapt.platform.lapt.worker import lapt_worker
 
         from vocadapt.pipelines.vocabulary_steps import lapt_language_files
 
@@ -63,8 +67,10 @@ class LaptRequest:
                                   storage_path=config.lapt.storage_path or (self.workdir / "ray").resolve())
         tracking = LaptTracking(tracking_uri, mlflow_run_id,
                                 energy_country=config.tracking.country_iso_code if config.tracking.energy else None)
-        return run_lapt_on_ray(self.model_dir, self.model_dir, settings, inputs, placement=placement,
-                               tracking=tracking)
+        plan = plan_lapt(self.model_dir, self.model_dir, settings, inputs, placement=placement, tracking=tracking)
+        if settings.runner == "in_process":
+            return fit_lapt_in_process(plan)
+        return fit_lapt(lapt_worker, plan)
 
 
 def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) -> LaptRunResult:

@@ -45,6 +45,11 @@ class LaptSection(LaptSettings, Section):
         None, description="Hugging Face datasets per stream, {target: {dataset, config, split, text_field, "
         "streaming}}; a stream given here does not also take files."
     )
+    runner: Literal["ray", "in_process"] = Field(
+        "ray", description="Where the loop runs: 'ray' (Ray Train workers: several workers or nodes, GPUs, "
+        "checkpoints a restarted worker group resumes from) or 'in_process' (the pipeline's own process, one worker "
+        "on its CPU or first GPU, without Ray and without checkpoints: a short run on a laptop)."
+    )
     num_workers: int = Field(1, ge=1, description="Ray Train workers (CPU here, GPU on a cluster).")
     use_gpu: bool = Field(False, description="Ray Train workers take a GPU each.")
     cpus_per_worker: int = Field(
@@ -93,8 +98,22 @@ class LaptSection(LaptSettings, Section):
             raise ValueError("strategy new-rows writes the trained rows back into the embedding and head matrices, "
                              "which ZeRO-3 partitions across ranks; use deepspeed.zero_stage 1 or 2 (the optimizer "
                              "state is only the new rows anyway)")
+        if self.runner == "in_process":
+            self._check_in_process()
         uses_lora = self.strategy == "lora" or (self.strategy == "two-stage" and self.second_stage == "lora")
         if uses_lora and self.deepspeed.enabled and self.deepspeed.zero_stage == 3:
             raise ValueError("merging LoRA into partitioned ZeRO-3 weights is not supported; use "
                              "deepspeed.zero_stage 1 or 2 with LoRA (its optimizer state is small anyway)")
         return self
+
+    def _check_in_process(self) -> None:
+        """What only Ray Train gives is refused with runner 'in_process', each with its fix."""
+        ray_only = {
+            "num_workers": (self.num_workers > 1, f"lapt.num_workers is {self.num_workers}"),
+            "deepspeed": (self.deepspeed.enabled, "lapt.deepspeed.enabled is true"),
+            "storage_path": (self.storage_path is not None, "lapt.storage_path is set (where Ray keeps checkpoints)"),
+        }
+        asked = [reason for needed, reason in ray_only.values() if needed]
+        if asked:
+            raise ValueError(f"lapt.runner 'in_process' trains one worker in this process, without checkpoints, but "
+                             f"{'; '.join(asked)}: use lapt.runner 'ray', or drop those settings")

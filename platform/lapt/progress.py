@@ -20,10 +20,11 @@ LAPT_PHASE = "LAPT"
 PHASE_REDRAWS = 20  # a phase is recorded (and redrawn) every 5% of its work: a log gets about 20 lines of it
 
 
-def worker_progress(rank: int, total_steps: int):
-    """Rank 0 records its progress after every optimizer step in the file the driver follows (``PROGRESS_ENV``);
-    without one (a worker started by something else) it shows a tqdm bar in its own output."""
-    path = os.environ.get(PROGRESS_ENV) if rank == 0 else None
+def worker_progress(rank: int, total_steps: int, progress_file: str | None = None):
+    """Rank 0 records its progress after every optimizer step in the file the driver follows (``progress_file``,
+    default ``PROGRESS_ENV``); without one (a worker started by something else) it shows a tqdm bar in its own
+    output."""
+    path = (progress_file or os.environ.get(PROGRESS_ENV)) if rank == 0 else None
     if path:
         def record(step: int, metrics: dict) -> None:
             _write_figures(path, {"phase": LAPT_PHASE, "step": step, "total": total_steps,
@@ -41,10 +42,11 @@ def worker_progress(rank: int, total_steps: int):
     return hook
 
 
-def worker_phase_progress(rank: int):
+def worker_phase_progress(rank: int, progress_file: str | None = None):
     """Rank 0 records how far a phase that is not an optimizer step is (``LaptHooks.on_phase(phase, done, total)``),
-    every 5% of it, in the file the driver follows; None elsewhere (without a file the phase shows nothing)."""
-    path = os.environ.get(PROGRESS_ENV) if rank == 0 else None
+    every 5% of it, in the file the driver follows (``progress_file``, default ``PROGRESS_ENV``); None elsewhere
+    (without a file the phase shows nothing)."""
+    path = (progress_file or os.environ.get(PROGRESS_ENV)) if rank == 0 else None
     if not path:
         return None
     shown: dict[str, int] = {}
@@ -65,15 +67,16 @@ def _write_figures(path: str, figures: dict) -> None:
 
 
 @contextmanager
-def follow_progress(progress_file: Path, total_steps: int, every: float = 1.0):
+def follow_progress(progress_file: Path, total_steps: int, every: float = 1.0, *, on_ray: bool = True):
     """A tqdm bar in the driver that follows rank 0's progress file while ``fit`` runs (worker output stays in
-    Ray's logs, whose folder is printed first). The file is on rank 0's node: a multi-node run shows it where the
-    storage path is shared."""
+    Ray's logs, whose folder is printed first when ``on_ray``). The file is on rank 0's node: a multi-node run shows
+    it where the storage path is shared."""
     import threading
 
     from tqdm import tqdm
 
-    print(f"  Ray's own output (controller, workers): {ray_logs_dir()}", flush=True)
+    if on_ray:
+        print(f"  Ray's own output (controller, workers): {ray_logs_dir()}", flush=True)
     bars, done = _PhaseBars(tqdm, total_steps), threading.Event()
 
     def poll() -> None:

@@ -190,6 +190,8 @@ def run_lapt_on_ray(model_dir: str | Path, tokenizer_dir: str | Path, settings: 
     """Continue pre-training the model in ``model_dir`` on Ray Train; returns the trained model folder and metrics.
 
     The arguments are :func:`plan_lapt`'s. The trained model is written to ``placement.output_dir/model``.
+    (``lapt.runner: in_process`` runs the same plan without Ray:
+    :func:`~vocadapt.platform.lapt.in_process.fit_lapt_in_process`.)
     """
     return fit_lapt(lapt_worker, plan_lapt(model_dir, tokenizer_dir, settings, inputs, placement=placement,
                                            tracking=tracking))
@@ -295,6 +297,12 @@ def _collect(result, output_dir: Path) -> LaptRunResult:
         if model_dir.exists():
             shutil.rmtree(model_dir)
         shutil.copytree(Path(checkpoint) / "model", model_dir)
+    return run_result(summary, model_dir, checkpoint_path=result.checkpoint.path)
+
+
+def run_result(summary: dict[str, Any], model_dir: Path, checkpoint_path: str) -> LaptRunResult:
+    """A run's result from its summary (``final.json``: steps, tokens, metric history, trainable parameters,
+    energy) and the folder its model was written to."""
     history = [(step, metrics) for step, metrics in summary["history"]]
     speeds = sorted(m["tokens_per_second"] for _, m in history if "tokens_per_second" in m)
     last_eval = next((m for _, m in reversed(history) if any(k.startswith("bits_per_byte_") for k in m)), {})
@@ -303,6 +311,6 @@ def _collect(result, output_dir: Path) -> LaptRunResult:
         bits_per_byte={k.removeprefix("bits_per_byte_"): v for k, v in last_eval.items()
                        if k.startswith("bits_per_byte_")},
         steps=summary["steps"], tokens=summary["tokens"], trainable_parameters=summary["trainable_parameters"],
-        tokens_per_second=speeds[len(speeds) // 2] if speeds else 0.0, checkpoint_path=result.checkpoint.path,
+        tokens_per_second=speeds[len(speeds) // 2] if speeds else 0.0, checkpoint_path=checkpoint_path,
         energy=summary.get("energy", {}),
     )

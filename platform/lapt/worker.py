@@ -68,7 +68,7 @@ def lapt_worker(config: dict) -> None:
     tokenizer = model_loading.load_checkpoint_tokenizer(config["tokenizer_dir"])
     model = model_loading.load_causal_lm(config["model_dir"], what="--model", dtype=torch.float32)
     model.to(ray.train.torch.get_device())
-    distillation = _teacher(config, settings, tokenizer, torch)
+    distillation = load_teacher(config, settings, tokenizer)
     data = training.LaptData.from_sources(config["train_files"], settings.datasets)
     logger = NullLogger()
     if rank == 0 and config["tracking_uri"] and config["mlflow_run_id"]:
@@ -90,10 +90,11 @@ def lapt_worker(config: dict) -> None:
     _report_final(result, tokenizer, rank, energy.total(stop=True))
 
 
-def _teacher(config: dict, settings: LaptSection, student_tokenizer, torch):
+def load_teacher(config: dict, settings: LaptSection, student_tokenizer):
     """The frozen teacher of a 'distill' objective (bf16 on a GPU), or None."""
     if not settings.distills:
         return None
+    import torch
     from vocadapt.components.training.alm import AlmSettings
     from vocadapt.components.training.objectives import Distillation
 

@@ -4,8 +4,8 @@ A reduced-width twin of each family (Llama-3.1's 256 added specials at 128000..,
 ``tokenizer.model``, Llama-2, Qwen3's padded rows, Gemma-3's tied head and 6,415 added tokens, DeepSeek-V3's
 mixture of experts) sits in a huggingface_hub cache under its hub id (``meta-llama/Llama-3.1-8B``, ...); the command
 runs in its own process with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE`` there, expands the vocabulary by a few
-hundred Italian tokens, runs two LAPT steps on Ray, evaluates, and registers the best model on a real MLflow server.
-The registered version must say it is a twin, pass the serve check (vLLM included where the serving environment
+hundred Italian tokens, runs two LAPT steps (in its process, as ``tiny_config_overrides`` sets), evaluates, and
+registers the best model on a real MLflow server. The registered version must say it is a twin, pass the serve check (vLLM included where the serving environment
 exists), and the checkpoint must keep every special token's id and row and name its tokenizer's ids in its config."""
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ FAMILIES = ("llama3_1", "mistral_v1", "llama2", "qwen3", "gemma3", "deepseek_v3"
 # A target tokenizer trained like Gemma-3 carries its 6,415 added tokens: it needs a larger vocabulary
 VOCAB_SIZES = {"gemma3": 8192}
 NEW_TOKENS = 300
-# Both adaptations run in one process, one after the other, through the command line's own entry point (Typer's
-# runner): a user's shell runs them as two processes; one process starts Python, transformers and the local Ray
-# cluster once instead of twice (about a minute on the loaded 2-core machine).
+# The six adaptations run in one process, one after the other, through the command line's own entry point (Typer's
+# runner): a user's shell runs them as six processes; one process starts Python and transformers once.
 DRIVER = """
 import json, sys
 from typer.testing import CliRunner

@@ -32,7 +32,7 @@ def test_a_tiny_adapt_prints_its_steps_a_progress_bar_and_where_rays_logs_are(tm
     corpora = {key: Path(path) for key, path in fixture_corpora.items()}
     model = build_source_model(tmp_path / "tiny", [corpora["en.train"]])
     overrides = tiny_config_overrides(model, corpora, tmp_path, **{
-        "init.methods": "[fvt]", "init.helper": "null", "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"})
+        "init.methods": "[fvt]", "init.helper": "null", "lapt.runner": "ray", "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"})
     env = {**os.environ, "COLUMNS": "120"}  # a console's width decides how rich wraps; fixed for the count
     for name in ("RAY_ADDRESS", "VOCADAPT_RAY_CONSOLE", "MLFLOW_TRACKING_URI"):
         env.pop(name, None)

@@ -134,7 +134,7 @@ def test_adapt_logs_energy_per_stage_and_the_parent_sums_them(http_adapt):
             assert metrics[f"energy.{stage}.kwh"] > 0 and metrics[f"emissions.{stage}.kg_co2eq"] > 0, stage
         assert "energy.tokenizer.kwh" not in metrics
         assert metrics["energy.total.kwh"] == pytest.approx(sum(metrics[f"energy.{s}.kwh"] for s in STAGES["method"]))
-        assert "meters summed: 1" in child.data.tags["vocadapt.energy_mode"]  # LAPT's reading, from the workers
+        assert "meters summed: 1" in child.data.tags["vocadapt.energy_mode"]  # LAPT's own reading
     metrics = parent.data.metrics
     for stage in STAGES["parent"]:
         assert metrics[f"energy.{stage}.kwh"] > 0 and metrics[f"emissions.{stage}.kg_co2eq"] > 0, stage

@@ -323,7 +323,7 @@ def test_uri_credentials_never_reach_an_error_message(tmp_path, monkeypatch):
 def test_uri_credentials_never_reach_params_tags_or_config_artifact(tmp_path, tiny_model, corpora, monkeypatch):
     import mlflow
 
-    args = _adapt_args(tiny_model, corpora, tmp_path, **{"lapt.storage_path": SECRET_URI})
+    args = _adapt_args(tiny_model, corpora, tmp_path, **{"lapt.runner": "ray", "lapt.storage_path": SECRET_URI})
     result = _invoke(args, tmp_path, monkeypatch)
     assert result.exit_code == 0, result.output
     client = mlflow.tracking.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

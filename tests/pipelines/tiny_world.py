@@ -71,6 +71,9 @@ def tiny_config_overrides(model_dir: Path, corpora: dict[str, Path], workdir: Pa
         "lapt.batch_size": "2",
         "lapt.sequence_length": "32",
         "lapt.warmup_steps": "0",
+        # in this process: a tiny adapt's two steps take a second, a Ray Train worker group tens of seconds to start;
+        # the tests of Ray's part pass lapt.runner=ray (test_adapt_console.py, tests/training/test_ray_lapt*.py)
+        "lapt.runner": "in_process",
         "tracking.experiment": "tiny-e2e",
         **extra,
     }

@@ -211,6 +211,7 @@ def test_vocadapt_lapt_takes_an_s3_storage_path_and_refuses_a_missing_bucket_up_
     def lapt(storage: str):
         overrides = tiny_config_overrides(model, corpora, tmp_path, **{
             "lapt.max_steps": "2", "lapt.batch_size": "2", "lapt.sequence_length": "16", "lapt.num_workers": "1",
+            "lapt.runner": "ray",
             "lapt.eval_every": "2", "lapt.checkpoint_every": "1", "tracking.energy": "false",
             "evaluation.max_documents": "2", "lapt.storage_path": storage})
         return CliRunner().invoke(app, ["lapt", "--model", str(model), *(a for o in overrides for a in ("--set", o))])

@@ -131,6 +131,7 @@ def test_vocadapt_lapt_logs_the_workers_energy(ray_cluster, tmp_path, fixture_co
     monkeypatch.setattr(ray_train, "_collect", keep_result)
     overrides = tiny_config_overrides(model, corpora, tmp_path, **{
         "lapt.max_steps": "2", "lapt.batch_size": "2", "lapt.sequence_length": "16", "lapt.num_workers": "2",
+        "lapt.runner": "ray",
         "lapt.eval_every": "2", "tracking.country_iso_code": "FRA", "evaluation.max_documents": "2"})
     result = CliRunner().invoke(app, ["lapt", "--model", str(model), *(a for o in overrides for a in ("--set", o))],
                                 catch_exceptions=False)

@@ -23,7 +23,7 @@ def _setup(tmp_path, fixture_corpora, monkeypatch, **extra):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     overrides = tiny_config_overrides(teacher, corpora, tmp_path, **{
         "lapt.max_steps": "3", "lapt.batch_size": "2", "lapt.sequence_length": "24", "tracking.energy": "false",
-        "evaluation.max_documents": "2", **extra})
+        "evaluation.max_documents": "2", "lapt.runner": "ray", **extra})
     return student, uri, [a for o in overrides for a in ("--set", o)]
 
 

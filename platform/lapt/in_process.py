@@ -1,0 +1,75 @@
+"""LAPT in the pipeline's own process (``lapt.runner: in_process``): the loop of ``components.training`` on one
+worker, without Ray.
+
+It takes the plan a Ray run takes (:func:`~vocadapt.platform.lapt.ray_train.plan_lapt`: the inputs checked, the
+teacher decided) and does what one Ray Train worker does (the model, tokenizer, teacher and text loaded the same way,
+rank 0's MLflow logging and energy meter, the model saved as safetensors), and it returns the same
+:class:`~vocadapt.platform.lapt.ray_train.LaptRunResult`. What it leaves out is what only Ray gives: several workers
+or nodes, DeepSpeed, and checkpoints that a restarted worker group resumes from (the config refuses those settings
+with this runner). A two-step run of a small model spends most of its time starting Ray Train's controller and
+worker processes; here it spends none.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from vocadapt.components.errors import UserError
+from vocadapt.platform import model_loading
+from vocadapt.platform.lapt.progress import PROGRESS_FILE, follow_progress, worker_phase_progress, worker_progress
+from vocadapt.platform.lapt.ray_train import LaptPlan, LaptRunResult, run_result
+from vocadapt.platform.lapt.worker import MlflowRunLogger, load_teacher, save_model
+
+FINAL_FILE = "final.json"  # the run's summary beside the model, as a Ray run's final checkpoint holds it
+
+
+def fit_lapt_in_process(plan: LaptPlan) -> LaptRunResult:
+    """Train ``plan``'s model here, on its CPU or (``lapt.use_gpu``) its first GPU; write it to
+    ``plan.output_dir/model``."""
+    import torch
+
+    from vocadapt.components import training
+    from vocadapt.components.metric_logging import NullLogger
+    from vocadapt.platform.energy import StageMeter
+
+    settings, config = plan.section, plan.loop_config
+    if settings.use_gpu and not torch.cuda.is_available():
+        raise UserError("lapt.use_gpu is true but this process sees no CUDA device; set lapt.use_gpu false, or "
+                        "run where a GPU is visible")
+    device = torch.device("cuda" if settings.use_gpu else "cpu")
+    tokenizer = model_loading.load_checkpoint_tokenizer(config["tokenizer_dir"])
+    model = model_loading.load_causal_lm(config["model_dir"], what="--model", dtype=torch.float32).to(device)
+    distillation = load_teacher(config, settings, tokenizer)
+    data = training.LaptData.from_sources(config["train_files"], settings.datasets)
+    logger = NullLogger()
+    if config["tracking_uri"] and config["mlflow_run_id"]:
+        logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])
+    country = config.get("energy_country")
+    meter = StageMeter("lapt", country_iso_code=country or "", enabled=bool(country))
+
+    output_dir = plan.output_dir
+    output_dir.mkdir(parents=True, exist_ok=True)
+    progress_file = output_dir / PROGRESS_FILE
+    progress_file.unlink(missing_ok=True)
+    total_steps = settings.total_steps(1)
+    hooks = training.LaptHooks(logger=logger, on_step=worker_progress(0, total_steps, str(progress_file)),
+                               on_phase=worker_phase_progress(0, str(progress_file)))
+    runtime = training.LaptRuntime(eval_documents=config["eval_documents"], distillation=distillation)
+    meter.start()
+    with follow_progress(progress_file, total_steps, on_ray=False):
+        result = training.train_lapt(model, tokenizer, data, settings, hooks=hooks, runtime=runtime)
+    reading = meter.stop()
+    if reading.mode:  # worded as a Ray run's sum over its nodes' meters (energy.sum_over_workers): here one meter
+        reading.mode = f"{reading.mode}; meters summed: 1"
+
+    model_dir = output_dir / "model"
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    save_model(result.model, tokenizer, model_dir, rank=0)
+    summary = {"steps": result.steps, "tokens": result.tokens, "history": result.history,
+               "trainable_parameters": result.trainable_parameters,
+               "energy": reading.as_dict() | {"before_restart_kwh": 0.0} if reading.mode else {}}
+    (output_dir / FINAL_FILE).write_text(json.dumps(summary), encoding="utf-8")
+    return run_result(summary, model_dir, checkpoint_path="")
