@@ -7,19 +7,52 @@ Greedy decoding reads llama.cpp's logits and takes the arg-max (no sampler setti
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 
 def load_gguf(path: Path, n_ctx: int = 512, threads: int = 2, logits_all: bool = True):
-    """llama.cpp's model and context for ``path``; ``logits_all`` keeps every position's logits (bits per byte)."""
+    """llama.cpp's model and context for ``path``; ``logits_all`` keeps every position's logits (bits per byte).
+
+    Loaded without ggml's extra CPU buffer types (``use_extra_bufts``: the AMX and repacked weight layouts): built
+    for a Sapphire Rapids CPU (AMX_INT8), llama-cpp-python 0.3.36 crashes with a segmentation fault on a batched
+    ``eval`` of a q8_0 model with them, SmolLM2-135M's and a 32-wide test model's alike. The plain CPU kernels give
+    the same logits (seen on that model at batch 1, where the extra types are not used)."""
     from llama_cpp import Llama
 
-    return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                 logits_all=logits_all, verbose=False, seed=0)
+    with _without_extra_buffer_types():
+        return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                     logits_all=logits_all, verbose=False, seed=0)
+
+
+@contextmanager
+def _without_extra_buffer_types():
+    """``Llama(...)`` takes its model parameters from ``llama_model_default_params()`` and offers no argument for
+    ``use_extra_bufts``; while this block runs, those defaults have it off."""
+    import llama_cpp.llama as llama_module
+
+    low_level = llama_module.llama_cpp
+    defaults = low_level.llama_model_default_params
+
+    def without_extra_buffer_types():
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    with _DEFAULTS_LOCK:
+        low_level.llama_model_default_params = without_extra_buffer_types
+        try:
+            yield
+        finally:
+            low_level.llama_model_default_params = defaults
+
+
+_DEFAULTS_LOCK = threading.Lock()
 
 
 def load_vocabulary(path: Path):

@@ -116,3 +116,18 @@ def test_llama_cpp_tokenizing_otherwise_than_the_tokenizer_refuses_the_export(ti
     with pytest.raises(UserError, match=r"llama.cpp, reading the GGUF of .*tokenizes \d+ of \d+ probe texts.*"
                                         "nothing was written"):
         _check_llama_cpp_tokenization(tiny_adapted_models["replace"], tiny_ggufs[("expand", "f16")])
+
+
+def test_llama_cpp_loads_without_its_extra_buffer_types_and_restores_its_defaults(tiny_quantized):
+    """A batched eval of a q8_0 model crashed llama.cpp's AMX kernels on a Sapphire Rapids CPU (load_gguf)."""
+    import llama_cpp
+
+    from vocadapt.components.export.llama_cpp_checks import load_gguf
+
+    llama_cpp_or_skip()
+    llm = load_gguf(tiny_quantized["q8_0"])
+    assert llm.model_params.use_extra_bufts is False
+    assert llama_cpp.llama_model_default_params().use_extra_bufts is True  # only that load had them off
+    llm.reset()
+    llm.eval(list(range(1, 33)))  # 32 positions at once: the batch that crashed
+    assert llm.n_tokens == 32

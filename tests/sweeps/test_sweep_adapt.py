@@ -55,6 +55,7 @@ def test_sweep_of_adapt_nests_pipeline_runs_under_trials_and_its_best_meets_the_
     base: dict = {}
     for assignment in tiny_config_overrides(model, corpora, tmp_path, **{
             "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "tracking.experiment": "adapt-sweep",
+            "lapt.runner": "ray",  # the suite's sweep with Ray Train inside Tune trials, as on a cluster
             "evaluation.out_of_domain": "true", "evaluation.out_of_domain_text":
             f"{{it: [{tmp_path / 'ood-it.txt'}], en: [{tmp_path / 'ood-en.txt'}]}}"}):
         apply_override(base, assignment)
