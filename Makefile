@@ -45,10 +45,13 @@ gguf-tools: install
 # Two pytest workers, a test file each (--dist loadfile: a file's module fixtures, such as the twins' six adapts,
 # are built once, in one worker). The suite waits on servers, Ray and subprocesses for much of its time, so two
 # workers on 2 cores finish sooner than one (DEVELOPERS.md, "Tests"). TEST_WORKERS=0 runs it in one process.
-# A worker that crashes (a segmentation fault in a native library) ends the run, reported: replaced, it once left
-# pytest-xdist 3.8's file scheduling waiting for ever at 97%.
+# Files go out in the collection's order (--no-loadscope-reorder; xdist would order them by their number of tests):
+# tests/conftest.py collects the longest first (tests/slow_tests.py, LONGEST_FILES). A worker that crashes (a
+# segmentation fault in a native library) ends the run, reported: replaced, it once left pytest-xdist 3.8's file
+# scheduling waiting for ever at 97%.
 TEST_WORKERS ?= 2
-PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --max-worker-restart 0)
+PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	--max-worker-restart 0)
 
 test: install gguf-tools
 	$(BIN)/python -m pytest $(PYTEST_WORKERS)

@@ -43,12 +43,14 @@ REQUIRED_PARTS = {"VOCADAPT_REQUIRE_VLLM": "vllm serving environment", "VOCADAPT
 
 
 def pytest_collection_modifyitems(items):
-    """Mark the tests listed in tests/slow_tests.py `slow` (what `make test-fast` leaves out)."""
-    from tests.slow_tests import is_slow
+    """Mark the tests listed in tests/slow_tests.py `slow` (what `make test-fast` leaves out), and collect its
+    LONGEST_FILES first, longest first (the rest keep their order)."""
+    from tests.slow_tests import collection_rank, is_slow
 
     for item in items:
         if is_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: collection_rank(item.nodeid))  # stable: a file's tests keep their order
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -94,3 +94,30 @@ def is_slow(nodeid: str) -> bool:
     """Whether the test with this pytest node id (``tests/x/test_y.py::test_z[param]``) is listed above."""
     path, _, name = nodeid.partition("::")
     return path in SLOW_FILES or f"{path}::{name.split('[')[0]}" in SLOW_TESTS
+
+
+# The files that took longest in a fresh clone's `make test` (summed over each file's tests: 80d33a9, two workers),
+# longest first. tests/conftest.py collects them before every other file and `make test` keeps that order
+# (--no-loadscope-reorder), so the two workers (a whole file each, --dist loadfile) start them first and end on short
+# files; xdist's own order (most tests first) left the one-test multi-node file running alone for the last minutes.
+# Reorder when a `--durations` report says so; the order changes no result.
+LONGEST_FILES = (
+    "tests/families/test_family_initializers.py",  # 731 s
+    "tests/export/test_gguf_families.py",  # 277 s
+    "tests/families/test_twin_adapt.py",  # 267 s
+    "tests/pipelines/test_demo_configs.py",  # 266 s
+    "tests/training/test_ray_lapt.py",  # 229 s
+    "tests/training/test_multinode_process.py",  # 137 s
+    "tests/sweeps/test_sweep.py",  # 112 s
+    "tests/pipelines/test_mlproject.py",  # 112 s
+    "tests/platform/test_storage_s3.py",  # 106 s
+    "tests/multilingual/test_multilingual_config.py",  # 100 s
+    "tests/sweeps/test_sweep_adapt.py",  # 81 s
+    "tests/training/test_ray_lapt_distill.py",  # 78 s
+)
+
+
+def collection_rank(nodeid: str) -> int:
+    """Where a test's file comes in the collection: LONGEST_FILES in their order, then every other file."""
+    path = nodeid.split("::", 1)[0]
+    return LONGEST_FILES.index(path) if path in LONGEST_FILES else len(LONGEST_FILES)

@@ -25,3 +25,12 @@ def test_a_listed_test_is_slow_with_any_parameters_and_a_listed_file_with_every_
     assert is_slow(test) and is_slow(f"{test}[one-parameter]")
     assert is_slow(f"{next(iter(SLOW_FILES))}::test_anything")
     assert not is_slow("tests/test_slow_tests.py::test_every_listed_slow_file_and_test_exists")
+
+
+def test_the_longest_files_exist_and_come_first_in_their_order():
+    from tests.slow_tests import LONGEST_FILES, collection_rank
+
+    assert [path for path in LONGEST_FILES if not (ROOT / path).is_file()] == []
+    assert len(set(LONGEST_FILES)) == len(LONGEST_FILES)
+    ranks = [collection_rank(f"{path}::test_x[1]") for path in LONGEST_FILES]
+    assert ranks == sorted(ranks) and collection_rank("tests/test_layout.py::test_x") == len(LONGEST_FILES)

@@ -85,7 +85,7 @@ def test_lapt_settings_have_one_definition_shared_by_the_config_and_the_loop():
         assert repr(LaptSection.model_fields[name]) == repr(field) and field.description, name
     edge_only = set(LaptSection.model_fields) - set(loop_fields)
     assert edge_only == {"enabled", "train_files", "datasets", "num_workers", "use_gpu", "cpus_per_worker",
-                         "storage_path", "max_failures", "teacher", "deepspeed"}
+                         "storage_path", "max_failures", "teacher", "deepspeed", "runner"}
 
 
 def test_defaults_follow_the_experiment_unless_the_lapt_section_sets_them():
