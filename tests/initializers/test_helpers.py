@@ -12,16 +12,22 @@ from vocadapt.components.helpers import resolve_helper
 from vocadapt.components.helpers.fasttext_helper import token_words
 
 
-def test_fasttext_helper_is_deterministic_and_covers_the_target_vocabulary(target_tokenizer, corpus_file, fasttext_helper):
-    again = resolve_helper("fasttext:dim=16,epoch=2", target_tokenizer=target_tokenizer, corpus_files=[corpus_file])
-    assert torch.equal(again.vectors, fasttext_helper.vectors)
+def test_fasttext_helper_is_deterministic_and_covers_the_target_vocabulary(target_tokenizer, corpus_file, fasttext_helper,
+                                                                             tmp_path):
+    from tests.initializers.fresh_process import helpers_in_a_fresh_process
+
+    first, again, other = helpers_in_a_fresh_process(target_tokenizer, [
+        {"spec": "fasttext:dim=16,epoch=2", "corpus_files": [corpus_file]},
+        {"spec": "fasttext:dim=16,epoch=2", "corpus_files": [corpus_file]},
+        {"spec": "fasttext:dim=16,epoch=2", "corpus_files": [corpus_file], "seed": 1},
+    ], tmp_path / "tokenizer")
+    assert torch.equal(again["vectors"], first["vectors"])
+    assert not torch.equal(other["vectors"], first["vectors"])
     assert fasttext_helper.vectors.shape == (len(target_tokenizer), 16)
     with open(corpus_file, encoding="utf-8") as handle:
         seen = {token_id for line in handle for token_id in target_tokenizer(line.strip())["input_ids"]}
     assert fasttext_helper.known[sorted(seen)].all()  # every token of the corpus has a vector
     assert int(fasttext_helper.known.sum()) > len(seen)  # and unseen tokens get one from their n-grams
-    other = resolve_helper("fasttext:dim=16,epoch=2", target_tokenizer=target_tokenizer, corpus_files=[corpus_file], seed=1)
-    assert not torch.equal(other.vectors, fasttext_helper.vectors)
 
 
 def test_vectors_file_round_trip(tmp_path, target_tokenizer, fasttext_helper):
