@@ -181,7 +181,9 @@ def top_sparsemax(scores: torch.Tensor, k: int = 64, exact: bool = True) -> tupl
         support = int((dense > 0).sum(1).max())
         wide = torch.topk(dense, max(support, k), dim=1)
         padded_values = torch.zeros(scores.shape[0], wide.values.shape[1], dtype=scores.dtype)
-        padded_indices = torch.zeros(scores.shape[0], wide.values.shape[1], dtype=torch.long)
+        # a row padded past its k pairs gets its next-best scores' indices at weight 0, never a repeated index (an
+        # index 0 there overwrote the row's best weight when the pairs were scattered back into a dense row)
+        padded_indices = torch.topk(scores, wide.values.shape[1], dim=1).indices
         padded_values[:, :k], padded_indices[:, :k] = weights, top.indices
         padded_values[full_rows], padded_indices[full_rows] = wide.values, wide.indices
         return padded_values, padded_indices

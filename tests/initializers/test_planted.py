@@ -290,3 +290,17 @@ def test_top_k_sparsemax_equals_full_sparsemax(seed, scale, k):
     values, indices = top_sparsemax(scores, k)
     rebuilt = torch.zeros_like(scores).scatter_(1, indices, values)
     assert torch.allclose(rebuilt, sparsemax(scores, dim=-1), atol=1e-12)
+
+
+def test_top_k_sparsemax_pads_a_row_without_repeating_an_index():
+    """Seed 3000: one row needs 3 of its scores, so every row is padded to 3 pairs; a row whose best score sits at
+    column 0 had its weight 1 overwritten by a padding pair (index 0, weight 0) when scattered back."""
+    from entmax import sparsemax
+
+    from vocadapt.components.initializers._common import top_sparsemax
+
+    scores = torch.randn(7, 120, generator=torch.Generator().manual_seed(3000), dtype=torch.float64) * 10.0
+    values, indices = top_sparsemax(scores, 2)
+    assert values.shape[1] == 3 and all(len(set(row.tolist())) == 3 for row in indices)
+    rebuilt = torch.zeros_like(scores).scatter_(1, indices, values)
+    assert torch.allclose(rebuilt, sparsemax(scores, dim=-1), atol=1e-12)
