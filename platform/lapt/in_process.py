@@ -20,7 +20,7 @@ from vocadapt.components.errors import UserError
 from vocadapt.platform import model_loading
 from vocadapt.platform.lapt.progress import PROGRESS_FILE, follow_progress, worker_phase_progress, worker_progress
 from vocadapt.platform.lapt.ray_train import LaptPlan, LaptRunResult, run_result
-from vocadapt.platform.lapt.worker import MlflowRunLogger, load_teacher, save_model
+from vocadapt.platform.lapt.worker import MlflowRunLogger, load_teacher, run_summary, save_model
 
 FINAL_FILE = "final.json"  # the run's summary beside the model, as a Ray run's final checkpoint holds it
 
@@ -68,8 +68,6 @@ def fit_lapt_in_process(plan: LaptPlan) -> LaptRunResult:
     if model_dir.exists():
         shutil.rmtree(model_dir)
     save_model(result.model, tokenizer, model_dir, rank=0)
-    summary = {"steps": result.steps, "tokens": result.tokens, "history": result.history,
-               "trainable_parameters": result.trainable_parameters,
-               "energy": reading.as_dict() | {"before_restart_kwh": 0.0} if reading.mode else {}}
+    summary = run_summary(result, reading.as_dict() | {"before_restart_kwh": 0.0} if reading.mode else None)
     (output_dir / FINAL_FILE).write_text(json.dumps(summary), encoding="utf-8")
     return run_result(summary, model_dir, checkpoint_path="")

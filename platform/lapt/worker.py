@@ -197,11 +197,15 @@ def _report_final(result, tokenizer, rank: int, energy: dict[str, Any] | None = 
     with tempfile.TemporaryDirectory() as folder:
         save_model(result.model, tokenizer, Path(folder) / "model", rank)
         if rank == 0:
-            summary = {"steps": result.steps, "tokens": result.tokens, "history": result.history,
-                       "trainable_parameters": result.trainable_parameters, "energy": energy or {}}
-            (Path(folder) / "final.json").write_text(json.dumps(summary), encoding="utf-8")
+            (Path(folder) / "final.json").write_text(json.dumps(run_summary(result, energy)), encoding="utf-8")
         checkpoint = ray.train.Checkpoint.from_directory(folder) if rank == 0 else None
         ray.train.report({"step": result.steps, "final": 1}, checkpoint=checkpoint, checkpoint_dir_name="final")
+
+
+def run_summary(result, energy: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``final.json`` holds about a finished run (``ray_train.run_result`` reads it back)."""
+    return {"steps": result.steps, "tokens": result.tokens, "history": result.history,
+            "trainable_parameters": result.trainable_parameters, "energy": energy or {}}
 
 
 def save_model(model, tokenizer, folder: Path, rank: int) -> None:
