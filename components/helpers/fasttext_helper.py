@@ -9,8 +9,14 @@ still get a vector from their n-grams.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import os
+import platform
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,14 +61,42 @@ def write_token_corpus(target_tokenizer: Any, corpus_files: list[str], out_path:
     return written
 
 
+# glibc's mallopt parameter that fills each block malloc returns with (value XOR 0xFF), and each freed block with value
+M_PERTURB = -6
+
+
+@contextmanager
+def zero_filled_allocations() -> Iterator[None]:
+    """While inside, every block glibc's malloc hands out is filled with zeros (``mallopt(M_PERTURB, 0xFF)``).
+
+    fastText with one thread initialises only the first tenth of its input matrix: ``DenseMatrix::uniform`` draws
+    block ``i`` of ten in thread ``i`` and, below two threads, runs block 0 alone (fasttext-numpy2 0.10.4, as
+    upstream). The other nine tenths (most word and n-gram rows) keep what the allocation held: its ``AlignedVector``
+    does not clear memory. Fresh pages from the system are zeros, so a fresh process trained as expected; in a
+    process that had freed large blocks before (the test suite, a long ``vocadapt adapt``), the same file and seed
+    gave other vectors, or stopped with "Encountered NaN." Zero-filled allocations make every run start from the
+    fresh-process matrix. Other C libraries (musl, macOS) are left as they are.
+    """
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        yield
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc.mallopt(M_PERTURB, 0xFF)
+    try:
+        yield
+    finally:
+        libc.mallopt(M_PERTURB, int(os.environ.get("MALLOC_PERTURB_") or 0))  # what the process started with
+
+
 def train_seeded_fasttext(path: str, *, seed: int, **arguments: Any) -> Any:
     """``fasttext.train_unsupervised`` (skip-gram unless ``model`` says otherwise) with one thread and a seed: the
-    same file and arguments give the same vectors, byte for byte.
+    same file and arguments give the same vectors, byte for byte, in any process.
 
     fasttext-numpy2 0.10.4's ``train_unsupervised`` rejects ``seed`` (its argument list omits it, though the C++
     ``args`` has the field and defaults it to 0), so the seed is set on the argument object the same way
-    ``train_unsupervised`` builds it. One thread makes the result independent of scheduling. The fastText helper
-    and the WECHSEL word models (``platform/assets/word_vectors.py``) both train here.
+    ``train_unsupervised`` builds it. One thread makes the result independent of scheduling; the matrix fastText
+    leaves uninitialised starts at zero (:func:`zero_filled_allocations`). The fastText helper and the WECHSEL word
+    models (``platform/assets/word_vectors.py``) both train here.
     """
     from fasttext import FastText
 
@@ -73,7 +107,8 @@ def train_seeded_fasttext(path: str, *, seed: int, **arguments: Any) -> Any:
     manually_set.add("seed")
     built = FastText._build_args(args, manually_set)
     model = FastText._FastText(args=built)
-    FastText.fasttext.train(model.f, built)
+    with zero_filled_allocations():
+        FastText.fasttext.train(model.f, built)
     model.set_args(model.f.getArgs())
     return model
 

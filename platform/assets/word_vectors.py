@@ -64,7 +64,7 @@ def build_word_vectors(lang: str, corpus: Path, workspace: Path, console: Consol
         with console.status(f"fastText word vectors ({lang}, {tokens:,} words, about a minute)"):
             try:
                 model = train_word_model(words_file)
-            except RuntimeError as error:  # fastText stops with "Encountered NaN" on too little text
+            except RuntimeError as error:  # fastText stops with "Encountered NaN" when its training diverges
                 return {"missing": f"fastText could not train on {corpus} ({error})"}
         model.save_model(str(workspace / relative))
     console.print(f"word vectors {lang}: {len(model.words):,} words, dim {model.get_dimension()}", highlight=False)

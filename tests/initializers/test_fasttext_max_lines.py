@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.initializers.fresh_process import helpers_in_a_fresh_process
+from vocadapt.components.helpers import resolve_helper
 
 
 def test_max_lines_trains_on_the_first_lines_only(tmp_path, target_tokenizer, corpus_file):
@@ -18,14 +18,15 @@ def test_max_lines_trains_on_the_first_lines_only(tmp_path, target_tokenizer, co
     only_kept = tmp_path / "kept.txt"
     only_kept.write_text("\n".join(lines[:kept]) + "\n", encoding="utf-8")
 
-    bounded, reference, unbounded = helpers_in_a_fresh_process(target_tokenizer, [
-        {"spec": f"fasttext:dim=16,epoch=2,max_lines={kept}", "corpus_files": [str(first), str(second)]},
-        {"spec": "fasttext:dim=16,epoch=2", "corpus_files": [str(only_kept)]},
-        {"spec": "fasttext:dim=16,epoch=2", "corpus_files": [str(first), str(second)]},
-    ], tmp_path / "tokenizer")
+    bounded = resolve_helper(f"fasttext:dim=16,epoch=2,max_lines={kept}", target_tokenizer=target_tokenizer,
+                             corpus_files=[str(first), str(second)])
+    reference = resolve_helper("fasttext:dim=16,epoch=2", target_tokenizer=target_tokenizer,
+                               corpus_files=[str(only_kept)])
+    unbounded = resolve_helper("fasttext:dim=16,epoch=2", target_tokenizer=target_tokenizer,
+                               corpus_files=[str(first), str(second)])
 
-    assert torch.equal(bounded["vectors"], reference["vectors"])  # the same lines give the same vectors, byte for byte
-    assert not torch.equal(bounded["vectors"], unbounded["vectors"])
+    assert torch.equal(bounded.vectors, reference.vectors)  # the same lines give the same vectors, byte for byte
+    assert not torch.equal(bounded.vectors, unbounded.vectors)
     trained_on = {description.split(" on ")[1].split(" target tokens")[0]
-                  for description in (bounded["description"], unbounded["description"])}
+                  for description in (bounded.description, unbounded.description)}
     assert len(trained_on) == 2, trained_on  # fewer target tokens than the whole corpus
