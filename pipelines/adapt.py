@@ -11,7 +11,6 @@ What the run returns (each method's outcome, the rule that ranks them, the run's
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -22,15 +21,14 @@ from rich.console import Console
 
 from vocadapt.components.evaluation.parameters import parameter_counts
 from vocadapt.pipelines.adapt_outcomes import AdaptResult, MethodOutcome
-from vocadapt.pipelines.adapt_report import (
-    bits_per_byte_table, expansion_summary, fertility_metrics, print_fertility, print_summary,
-)
+from vocadapt.pipelines.adapt_report import bits_per_byte_table, expansion_summary, fertility_metrics, print_summary
+from vocadapt.pipelines.fertility_steps import measure_fertility
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.pipelines.preflight import preflight
 from vocadapt.pipelines.recipe import MethodRun, Recipe
+from vocadapt.pipelines.side_by_side import equal_content_speed_up, score_adapted_model, score_source_model
 from vocadapt.pipelines.vocabulary_steps import held_out_bits_per_byte, language_streams, on_scoring_device
 from vocadapt.platform.energy import EnergyReading, log_energy
-from vocadapt.platform.assets.sources import ResolvedInputs
 from vocadapt.platform.tracking import Tracker, redact_tree, resolve_tracking_uri
 
 if TYPE_CHECKING:
@@ -106,7 +104,7 @@ def _run(recipe: Recipe, checked: Preflight, parent_run_id: str | None,
         recipe.parent_id = parent_id = parent.info.run_id
         _log_config(recipe, checked)
         _train_tokenizer(recipe, checked)
-        fertility, parent_items = _measure_fertility(recipe)
+        fertility, parent_items = measure_fertility(recipe)
         source_bpb, source_side_by_side = _score_source(recipe, parent_items)
         log_gate_items(tracker, parent_id, parent_items)
         outcomes = _adapt_every_method(recipe, checked, on_metrics)
@@ -149,27 +147,6 @@ def _train_tokenizer(recipe: Recipe, checked: Preflight) -> None:
                       highlight=False)  # fmt: skip
 
 
-def _measure_fertility(recipe: Recipe) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """Both tokenizers' fertility on held-out text, logged and printed; returns the table and its per-document
-    parts, the first of the parent run's gate items."""
-    from vocadapt.pipelines.side_by_side import fertility_parts
-
-    config, tracker, parent_id = recipe.config, recipe.tracker, recipe.parent_id
-    source_tokenizer, replacement, held_out = recipe.source_tokenizer, recipe.replacement, recipe.held_out
-    with recipe.stage("evaluation", "[bold]3. fertility"):
-        fertility = _fertility(source_tokenizer, replacement, held_out, config,
-                               _parallel_held_out(config, recipe.inputs))
-    tracker.log_metrics(parent_id, fertility_metrics(fertility))
-    tracker.log_dict(parent_id, fertility, "fertility.json")
-    print_fertility(fertility, recipe.console)
-    # per-document parts of the gated measures (fertility here, the source model's scores next), from which
-    # `vocadapt promote` bootstraps each gate's interval: the parent run's gates/items.json
-    parent_items = {}
-    for stream, code in language_streams(config)[:-1]:  # every target language's documents
-        parent_items |= fertility_parts(source_tokenizer, replacement.tokenizer, held_out[stream], code)
-    return fertility, parent_items
-
-
 def _score_source(recipe: Recipe, parent_items: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
     """The source model's held-out bits per byte and parameter counts on the parent run, then its side-by-side
     scores (their per-item parts added to ``parent_items``); returns both score tables."""
@@ -177,7 +154,7 @@ def _score_source(recipe: Recipe, parent_items: dict[str, Any]) -> tuple[dict[st
     source_bpb = recipe.source_bpb
     recipe.tracker.log_metrics(recipe.parent_id, {f"source_model.bpb_{k}": v for k, v in source_bpb.items()}
                                | {f"source_model.{k}": v for k, v in parameter_counts(recipe.source_model).items()})
-    return source_bpb, _score_source_side_by_side(recipe, parent_items)
+    return source_bpb, score_source_model(recipe, parent_items)
 
 
 def _adapt_every_method(recipe: Recipe, checked: Preflight,
@@ -230,47 +207,6 @@ def _warn_if_vocabulary_short(config, inputs, change, tracker: Tracker, run_id: 
                f"with {reached:,}: set tokenizer.vocab_size <= {reached:,} to silence this, or add text")
     console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
     tracker.set_tags(run_id, {"vocadapt.warning.tokenizer_vocab_size": warning})
-
-
-def _fertility(source_tokenizer, change, held_out, config, parallel) -> dict[str, dict[str, Any]]:
-    """Fertility of both tokenizers on held-out target and source-language text, language-aware (tokens per
-    word only where the script delimits words), with parity against the English side of aligned paragraphs."""
-    from dataclasses import asdict
-
-    from vocadapt.components.tokenizers.fertility import ParallelText
-    from vocadapt.components.tokenizers.language_fertility import LanguageDocuments, language_fertility_report
-
-    english = config.target.source_language
-    table = {}
-    for name, tokenizer in (("source", source_tokenizer), ("target", change.tokenizer)):
-        for stream, lang in language_streams(config):
-            report = language_fertility_report(
-                tokenizer, LanguageDocuments(held_out[stream], lang), name=f"{name}_tokenizer",
-                new_token_ids=change.new_token_ids if name == "target" else None,
-            )
-            table[f"{name}_tokenizer.{lang}"] = asdict(report)
-        for language, pairs in (parallel or {}).items():
-            aligned = language_fertility_report(tokenizer, LanguageDocuments(
-                pairs[language], language,
-                reference=ParallelText(pairs[english], tokenizer=source_tokenizer, language=english)))
-            table[f"{name}_tokenizer.{language}"]["parity"] = aligned.parity
-    return table
-
-
-def _parallel_held_out(config: ExperimentConfig, inputs: ResolvedInputs) -> dict[str, dict[str, list[str]]] | None:
-    """Aligned held-out paragraphs per target language, {it: {it: [...], en: [...]}}, from the embedded default,
-    for parity."""
-    if not inputs.embedded or config.corpus.train != "embedded":
-        return None
-    from vocadapt.platform.assets.embedded import load_assets
-
-    english, assets = config.target.source_language, load_assets(languages=config.target.languages)
-    parallel = {}
-    for language in config.target.languages:
-        path = assets.parallel(language, "validation")
-        pairs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[: config.evaluation.max_documents]]
-        parallel[language] = {language: [p[language] for p in pairs], english: [p[english] for p in pairs]}
-    return parallel
 
 
 def continue_pretraining(recipe: Recipe, model_dir: Path, workdir: Path, run_id: str) -> dict[str, Any]:
@@ -377,56 +313,12 @@ def _score_final_model(run: MethodRun, outcome: MethodOutcome, final_model, fina
     config, side_by_side = recipe.config, recipe.side_by_side
     with run.stage("evaluation"), on_scoring_device(config, final_model, recipe.source_model):
         if side_by_side is not None:
-            outcome.side_by_side = _score_side_by_side(final_model, final_tokenizer, recipe.source_tokenizer,
-                                                       side_by_side, outcome.gate_items)
+            outcome.side_by_side = score_adapted_model(final_model, final_tokenizer, recipe.source_tokenizer,
+                                                        side_by_side, outcome.gate_items)
         for stream, language in language_streams(config)[:-1]:  # every target language's own text
-            outcome.side_by_side |= _equal_content_speed_up(
+            outcome.side_by_side |= equal_content_speed_up(
                 config, (final_model, final_tokenizer), (recipe.source_model, recipe.source_tokenizer),
                 recipe.held_out[stream], scope="" if stream == "target" else f"{language}.")
-
-
-def _score_source_side_by_side(recipe: Recipe, item_parts: dict[str, Any]) -> dict[str, float]:
-    """The source model's scores on the side-by-side benchmark (``source_model.*`` on the parent run, where the
-    promotion gates read them, their per-item parts added to ``item_parts``); {} when
-    ``evaluation.side_by_side_items`` is 0."""
-    from vocadapt.pipelines.side_by_side import SourceVocabulary, score_model
-
-    if recipe.side_by_side is None:
-        return {}
-    with recipe.stage("evaluation"), on_scoring_device(recipe.config, recipe.source_model):
-        scores = score_model(recipe.source_model, recipe.source_tokenizer, recipe.side_by_side,
-                             source=SourceVocabulary(recipe.source_tokenizer), prefix="source_model.",
-                             item_parts=item_parts)
-    recipe.tracker.log_metrics(recipe.parent_id, scores)
-    recipe.console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
-                                                        for k, v in scores.items()), highlight=False)
-    return scores
-
-
-def _score_side_by_side(model, tokenizer, source_tokenizer, items, item_parts=None) -> dict[str, float]:
-    """A method's final model on the side-by-side benchmark (per-item parts into ``item_parts``); %Gen counts the
-    tokens the source vocabulary lacks."""
-    from vocadapt.components.tokenizers.overlap import new_token_ids
-    from vocadapt.pipelines.side_by_side import SourceVocabulary, score_model
-
-    source = SourceVocabulary(source_tokenizer, new_token_ids(source_tokenizer, tokenizer))
-    return score_model(model, tokenizer, items, source=source, item_parts=item_parts)
-
-
-def _equal_content_speed_up(config, adapted, source, documents: list[str], scope: str = "") -> dict[str, float]:
-    """The adapted model's decoding speed-up over the source model on the same held-out target-language text
-    (``components/evaluation/decode_timing.py``): ``generation.{scope}equal_content_speed_up`` (source seconds over
-    adapted seconds) and ``generation.{scope}equal_content_token_ratio`` (source tokens over adapted tokens), the
-    scope empty for the first target language and ``<code>.`` for each further one; {} when
-    ``evaluation.equal_content_characters`` is 0 or there is no held-out text."""
-    from vocadapt.components.evaluation.decode_timing import compare_on_documents
-
-    ratios = compare_on_documents(adapted, source, documents, characters=config.evaluation.equal_content_characters,
-                                  repeats=config.evaluation.equal_content_repeats)
-    if not ratios:
-        return {}
-    return {f"generation.{scope}equal_content_speed_up": ratios["speed_up"],
-            f"generation.{scope}equal_content_token_ratio": ratios["token_ratio"]}
 
 
 def _register(config, tracker: Tracker, best: MethodOutcome, lineage: dict[str, str], parent_id: str, console):

@@ -36,10 +36,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vocadapt.components.evaluation.cloze import ClozeItem, build_cloze_items
 from vocadapt.components.evaluation.prompts import first_line, translation_prompt
+from vocadapt.pipelines.vocabulary_steps import on_scoring_device
+
+if TYPE_CHECKING:
+    from vocadapt.pipelines.recipe import Recipe
 
 CLOZE_TASK = "side_by_side_cloze_{lang}"
 TRANSLATION_TASK = "side_by_side_translation_{source}_{target}"
@@ -230,3 +234,43 @@ def fertility_parts(source_tokenizer, target_tokenizer, documents: list[str], la
     return {f"fertility.{name}_tokenizer.{language}.tokens_per_word":
             ratio_parts([len(row) for row in tokenizer(documents, add_special_tokens=False)["input_ids"]], words, ids)
             for name, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer))}
+
+
+def score_source_model(recipe: Recipe, item_parts: dict[str, Any]) -> dict[str, float]:
+    """The source model's scores on the side-by-side benchmark (``source_model.*`` on the parent run, where the
+    promotion gates read them, their per-item parts added to ``item_parts``); {} when
+    ``evaluation.side_by_side_items`` is 0."""
+    if recipe.side_by_side is None:
+        return {}
+    with recipe.stage("evaluation"), on_scoring_device(recipe.config, recipe.source_model):
+        scores = score_model(recipe.source_model, recipe.source_tokenizer, recipe.side_by_side,
+                             source=SourceVocabulary(recipe.source_tokenizer), prefix="source_model.",
+                             item_parts=item_parts)
+    recipe.tracker.log_metrics(recipe.parent_id, scores)
+    recipe.console.print("  source model: " + ", ".join(f"{k.removeprefix('source_model.')}={v:.3f}"
+                                                        for k, v in scores.items()), highlight=False)
+    return scores
+
+
+def score_adapted_model(model, tokenizer, source_tokenizer, items, item_parts=None) -> dict[str, float]:
+    """A method's final model on the side-by-side benchmark (per-item parts into ``item_parts``); %Gen counts the
+    tokens the source vocabulary lacks."""
+    from vocadapt.components.tokenizers.overlap import new_token_ids
+    source = SourceVocabulary(source_tokenizer, new_token_ids(source_tokenizer, tokenizer))
+    return score_model(model, tokenizer, items, source=source, item_parts=item_parts)
+
+
+def equal_content_speed_up(config, adapted, source, documents: list[str], scope: str = "") -> dict[str, float]:
+    """The adapted model's decoding speed-up over the source model on the same held-out target-language text
+    (``components/evaluation/decode_timing.py``): ``generation.{scope}equal_content_speed_up`` (source seconds over
+    adapted seconds) and ``generation.{scope}equal_content_token_ratio`` (source tokens over adapted tokens), the
+    scope empty for the first target language and ``<code>.`` for each further one; {} when
+    ``evaluation.equal_content_characters`` is 0 or there is no held-out text."""
+    from vocadapt.components.evaluation.decode_timing import compare_on_documents
+
+    ratios = compare_on_documents(adapted, source, documents, characters=config.evaluation.equal_content_characters,
+                                  repeats=config.evaluation.equal_content_repeats)
+    if not ratios:
+        return {}
+    return {f"generation.{scope}equal_content_speed_up": ratios["speed_up"],
+            f"generation.{scope}equal_content_token_ratio": ratios["token_ratio"]}
