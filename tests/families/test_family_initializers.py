@@ -141,37 +141,42 @@ def assert_rows_equal(new: torch.Tensor, new_ids: torch.Tensor, old: torch.Tenso
 
 
 def check_adapted(model, plan, source_input, source_output, source, target):
-    """Shape, finite values, shared rows copied bit for bit (embeddings and untied head), specials' rows kept, the
-    config's vocab_size covering every id, and (expansion) every source row kept at its id; row blocks at a time."""
+    """Shape, shared rows copied bit for bit (embeddings and untied head), specials' rows kept, the config's
+    vocab_size covering every id, (expansion) every source row kept at its id, and finite values in the rows nothing
+    was copied to; row blocks at a time. Under expansion the shared ids are the source's own, so the kept rows
+    include them and are compared once."""
     new_input = model.get_input_embeddings().weight.detach()
     new_output = model.get_output_embeddings().weight.detach()
     hidden = source_input.shape[1]
     assert new_input.shape == (plan.rows, hidden) and new_output.shape == (plan.rows, hidden)
     assert new_input.dtype == source_input.dtype == torch.bfloat16
     assert model.config.vocab_size == plan.rows >= len(target)
-    for matrix in (new_input, new_output):
-        for first in range(0, plan.rows, CHECK_ROWS):
-            assert torch.isfinite(matrix[first : first + CHECK_ROWS]).all()
     shared = sorted(plan.target_to_source.items())
     targets, sources = torch.tensor([t for t, _ in shared]), torch.tensor([s for _, s in shared])
-    assert_rows_equal(new_input, targets, source_input, sources)
-    matrices = [(new_input, source_input)]
+    matrices = [(new_input, source_input)] + ([] if source_output is None else [(new_output, source_output)])
+    copied = torch.zeros(plan.rows, dtype=torch.bool)
+    if plan.mode == "expand":
+        assert torch.equal(targets, sources), "expansion keeps every shared token at its source id"
+        kept = torch.ones(source_input.shape[0], dtype=torch.bool)
+        kept[plan.new_target_ids[plan.new_target_ids < source_input.shape[0]]] = False
+        kept_ids = torch.nonzero(kept).squeeze(1)
+        for new, old in matrices:
+            assert_rows_equal(new, kept_ids, old, kept_ids)
+        copied[kept_ids] = True
+    else:
+        for new, old in matrices:
+            assert_rows_equal(new, targets, old, sources)
+        copied[targets] = True
     if source_output is not None:
-        assert_rows_equal(new_output, targets, source_output, sources)
         assert not torch.equal(new_output[plan.new_target_ids], new_input[plan.new_target_ids])
-        matrices.append((new_output, source_output))
+    for new, _ in matrices:
+        assert torch.isfinite(new[~copied]).all()  # copied rows equal the finite source rows
     pairs = special_pairs(source, target)
     assert pairs, "the family's specials are in the target"
     for new, old in matrices:
         for source_id, target_id in pairs:
             assert torch.equal(new[target_id], old[source_id]), (source_id, target_id)
         assert (new[plan.new_target_ids].float().abs().sum(dim=1) > 0).all(), "every new row is set"
-    if plan.mode == "expand":
-        kept = torch.ones(source_input.shape[0], dtype=torch.bool)
-        kept[plan.new_target_ids[plan.new_target_ids < source_input.shape[0]]] = False
-        kept_ids = torch.nonzero(kept).squeeze(1)
-        for new, old in matrices:
-            assert_rows_equal(new, kept_ids, old, kept_ids)
     # the config names the target tokenizer's ids; Qwen3's tokenizer has no BOS (its text starts without one)
     assert model.config.bos_token_id == target.bos_token_id
     assert (target.bos_token_id is None) == (source.bos_token_id is None)
