@@ -33,6 +33,21 @@ def _embedding_tensor(model_dir: Path) -> torch.Tensor:
     raise ValueError(f"helper model {model_dir}: no input-embedding tensor (looked for *{', *'.join(_EMBEDDING_SUFFIXES)})")
 
 
+def _helper_vocabulary(model_dir: Path) -> dict[str, int] | None:
+    """The helper's token -> id, added tokens included; None when the folder holds no tokenizer. A tokenizer.json is
+    read by the tokenizers library alone (0.3 s for Gemma-3's 262K tokens, where building the transformers tokenizer
+    took 5 s)."""
+    if (model_dir / "tokenizer.json").exists():
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(model_dir / "tokenizer.json")).get_vocab(with_added_tokens=True)
+    if (model_dir / "tokenizer_config.json").exists():
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(model_dir)).get_vocab()
+    return None
+
+
 def model_embeddings_helper(model_dir: Path, target_tokenizer: Any) -> TokenVectors:
     """The helper model's input embeddings as target-token vectors.
 
@@ -40,14 +55,12 @@ def model_embeddings_helper(model_dir: Path, target_tokenizer: Any) -> TokenVect
     vocabulary. The target may hold more (the source model's special tokens, which ``replace_vocabulary`` appends
     when the target tokenizer is the helper's own, as in SAVA with Minerva's); those have no vector.
     """
-    from transformers import AutoTokenizer
-
     embeddings = _embedding_tensor(model_dir)
     size = len(target_tokenizer)
     rows = min(size, embeddings.shape[0])
     known = torch.arange(size) < rows
-    if (model_dir / "tokenizer.json").exists() or (model_dir / "tokenizer_config.json").exists():
-        helper_vocab = AutoTokenizer.from_pretrained(str(model_dir)).get_vocab()
+    helper_vocab = _helper_vocabulary(model_dir)
+    if helper_vocab is not None:
         target_vocab = target_tokenizer.get_vocab()
         differing = [token for token, token_id in helper_vocab.items() if target_vocab.get(token) != token_id]
         if differing:

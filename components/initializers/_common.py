@@ -23,12 +23,12 @@ def overlap_pairs(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor]:
     Only pairs whose source id has a row in ``problem.source_matrix`` are kept.
     """
     rows = problem.source_matrix.shape[0]
-    pairs = sorted((t, s) for t, s in problem.overlap.items() if 0 <= s < rows)
-    if not pairs:
-        empty = torch.zeros(0, dtype=torch.long)
-        return empty, empty.clone()
-    target_ids, source_ids = zip(*pairs)
-    return torch.tensor(target_ids, dtype=torch.long), torch.tensor(source_ids, dtype=torch.long)
+    target_ids = torch.tensor(list(problem.overlap.keys()), dtype=torch.long)
+    source_ids = torch.tensor(list(problem.overlap.values()), dtype=torch.long)
+    inside = (source_ids >= 0) & (source_ids < rows)
+    target_ids, source_ids = target_ids[inside], source_ids[inside]
+    order = torch.argsort(target_ids)  # target ids are the mapping's keys: unique, so the order is total
+    return target_ids[order], source_ids[order]
 
 
 # Columns whose statistics are computed at once, from a float32 copy laid out column by column: 128,256 rows x 256
