@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 from vocadapt.components.errors import UserError
-from vocadapt.platform import model_loading
 from vocadapt.platform.lapt.progress import PROGRESS_FILE, follow_progress, worker_phase_progress, worker_progress
 from vocadapt.platform.lapt.ray_train import LaptPlan, LaptRunResult, run_result
-from vocadapt.platform.lapt.worker import MlflowRunLogger, load_teacher, run_summary, save_model
+from vocadapt.platform.lapt.worker import load_inputs, run_summary, save_model
 
 FINAL_FILE = "final.json"  # the run's summary beside the model, as a Ray run's final checkpoint holds it
 
@@ -31,21 +29,13 @@ def fit_lapt_in_process(plan: LaptPlan) -> LaptRunResult:
     import torch
 
     from vocadapt.components import training
-    from vocadapt.components.metric_logging import NullLogger
     from vocadapt.platform.energy import StageMeter
 
     settings, config = plan.section, plan.loop_config
     if settings.use_gpu and not torch.cuda.is_available():
         raise UserError("lapt.use_gpu is true but this process sees no CUDA device; set lapt.use_gpu false, or "
                         "run where a GPU is visible")
-    device = torch.device("cuda" if settings.use_gpu else "cpu")
-    tokenizer = model_loading.load_checkpoint_tokenizer(config["tokenizer_dir"])
-    model = model_loading.load_causal_lm(config["model_dir"], what="--model", dtype=torch.float32).to(device)
-    distillation = load_teacher(config, settings, tokenizer)
-    data = training.LaptData.from_sources(config["train_files"], settings.datasets)
-    logger = NullLogger()
-    if config["tracking_uri"] and config["mlflow_run_id"]:
-        logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])
+    inputs = load_inputs(config, settings, torch.device("cuda" if settings.use_gpu else "cpu"), logs=True)
     country = config.get("energy_country")
     meter = StageMeter("lapt", country_iso_code=country or "", enabled=bool(country))
 
@@ -54,12 +44,12 @@ def fit_lapt_in_process(plan: LaptPlan) -> LaptRunResult:
     progress_file = output_dir / PROGRESS_FILE
     progress_file.unlink(missing_ok=True)
     total_steps = settings.total_steps(1)
-    hooks = training.LaptHooks(logger=logger, on_step=worker_progress(0, total_steps, str(progress_file)),
+    hooks = training.LaptHooks(logger=inputs.logger, on_step=worker_progress(0, total_steps, str(progress_file)),
                                on_phase=worker_phase_progress(0, str(progress_file)))
-    runtime = training.LaptRuntime(eval_documents=config["eval_documents"], distillation=distillation)
+    runtime = training.LaptRuntime(eval_documents=config["eval_documents"], distillation=inputs.distillation)
     meter.start()
     with follow_progress(progress_file, total_steps, on_ray=False):
-        result = training.train_lapt(model, tokenizer, data, settings, hooks=hooks, runtime=runtime)
+        result = training.train_lapt(inputs.model, inputs.tokenizer, inputs.data, settings, hooks=hooks, runtime=runtime)
     reading = meter.stop()
     if reading.mode:  # worded as a Ray run's sum over its nodes' meters (energy.sum_over_workers): here one meter
         reading.mode = f"{reading.mode}; meters summed: 1"
@@ -67,7 +57,7 @@ def fit_lapt_in_process(plan: LaptPlan) -> LaptRunResult:
     model_dir = output_dir / "model"
     if model_dir.exists():
         shutil.rmtree(model_dir)
-    save_model(result.model, tokenizer, model_dir, rank=0)
+    save_model(result.model, inputs.tokenizer, model_dir, rank=0)
     summary = run_summary(result, reading.as_dict() | {"before_restart_kwh": 0.0} if reading.mode else None)
     (output_dir / FINAL_FILE).write_text(json.dumps(summary), encoding="utf-8")
     return run_result(summary, model_dir, checkpoint_path="")

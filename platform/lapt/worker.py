@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,6 @@ def lapt_worker(config: dict) -> None:
     import ray.train.torch
     import torch
     from vocadapt.components import training
-    from vocadapt.components.metric_logging import NullLogger
 
     settings: LaptSection = config["settings"]  # validated once, in the driver; the loop reads it as it is
     rank = ray.train.get_context().get_world_rank()
@@ -65,14 +65,8 @@ def lapt_worker(config: dict) -> None:
     energy = _NodeEnergy(config)
     if not settings.use_gpu:
         torch.set_num_threads(settings.cpus_per_worker)  # as many threads as reserved CPUs
-    tokenizer = model_loading.load_checkpoint_tokenizer(config["tokenizer_dir"])
-    model = model_loading.load_causal_lm(config["model_dir"], what="--model", dtype=torch.float32)
-    model.to(ray.train.torch.get_device())
-    distillation = load_teacher(config, settings, tokenizer)
-    data = training.LaptData.from_sources(config["train_files"], settings.datasets)
-    logger = NullLogger()
-    if rank == 0 and config["tracking_uri"] and config["mlflow_run_id"]:
-        logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])
+    inputs = load_inputs(config, settings, ray.train.torch.get_device(), logs=rank == 0)
+    tokenizer = inputs.tokenizer
     checkpoint = ray.train.get_checkpoint()
     with checkpoint.as_directory() if checkpoint else nullcontext() as resume_dir:
         if resume_dir and (Path(resume_dir) / "final.json").is_file():
@@ -80,14 +74,42 @@ def lapt_worker(config: dict) -> None:
             return _report_again(Path(resume_dir), rank)  # a finished run rerun under its name
         energy.resume(resume_dir)
         hooks = training.LaptHooks(
-            logger=logger, on_checkpoint=energy.checkpoint_hook(_report_checkpoint),
+            logger=inputs.logger, on_checkpoint=energy.checkpoint_hook(_report_checkpoint),
             on_step=worker_progress(rank, settings.total_steps(ray.train.get_context().get_world_size())),
             on_phase=worker_phase_progress(rank),
         )
-        runtime = training.LaptRuntime(eval_documents=config["eval_documents"], distillation=distillation,
+        runtime = training.LaptRuntime(eval_documents=config["eval_documents"], distillation=inputs.distillation,
                                        engine_factory=_engine_factory(settings), resume_state=resume_dir)
-        result = training.train_lapt(model, tokenizer, data, settings, hooks=hooks, runtime=runtime)
+        result = training.train_lapt(inputs.model, tokenizer, inputs.data, settings, hooks=hooks, runtime=runtime)
     _report_final(result, tokenizer, rank, energy.total(stop=True))
+
+
+@dataclass
+class WorkerInputs:
+    """What a LAPT worker trains with (:func:`load_inputs`)."""
+
+    tokenizer: Any
+    model: Any
+    distillation: Any  # the teacher of a 'distill' objective, or None
+    data: Any  # components.training.LaptData
+    logger: Any  # rank 0's MlflowRunLogger, else a NullLogger
+
+
+def load_inputs(config: dict, settings: LaptSection, device: Any, logs: bool) -> WorkerInputs:
+    """The tokenizer, the float32 model on ``device``, the teacher, the training text and (``logs``: rank 0, or the
+    in-process runner) the MLflow logger of ``config``'s run: what a Ray worker and the in-process runner load alike."""
+    import torch
+    from vocadapt.components import training
+    from vocadapt.components.metric_logging import NullLogger
+
+    tokenizer = model_loading.load_checkpoint_tokenizer(config["tokenizer_dir"])
+    model = model_loading.load_causal_lm(config["model_dir"], what="--model", dtype=torch.float32).to(device)
+    distillation = load_teacher(config, settings, tokenizer)
+    data = training.LaptData.from_sources(config["train_files"], settings.datasets)
+    logger = NullLogger()
+    if logs and config["tracking_uri"] and config["mlflow_run_id"]:
+        logger = MlflowRunLogger(config["tracking_uri"], config["mlflow_run_id"])
+    return WorkerInputs(tokenizer, model, distillation, data, logger)
 
 
 def load_teacher(config: dict, settings: LaptSection, student_tokenizer):
