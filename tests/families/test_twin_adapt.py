@@ -4,9 +4,11 @@ A reduced-width twin of each family (Llama-3.1's 256 added specials at 128000..,
 ``tokenizer.model``, Llama-2, Qwen3's padded rows, Gemma-3's tied head and 6,415 added tokens, DeepSeek-V3's
 mixture of experts) sits in a huggingface_hub cache under its hub id (``meta-llama/Llama-3.1-8B``, ...); the command
 runs in its own process with ``HF_HUB_OFFLINE=1`` and ``HF_HUB_CACHE`` there, expands the vocabulary by a few
-hundred Italian tokens, runs two LAPT steps (in its process, as ``tiny_config_overrides`` sets), evaluates, and
-registers the best model on a real MLflow server. The registered version must say it is a twin, pass the serve check (vLLM included where the serving environment
-exists), and the checkpoint must keep every special token's id and row and name its tokenizer's ids in its config."""
+hundred Italian tokens, and then replaces it with an Italian tokenizer trained like the family's; each run takes two
+LAPT steps (in its process, as ``tiny_config_overrides`` sets), evaluates, and registers the best model on a real
+MLflow server. The registered version must say it is a twin, pass the serve check (vLLM included where the serving
+environment exists); the expanded checkpoint must keep every special token's id and row, the replaced one every
+special token's text, role and row, and both name their tokenizer's ids in their config."""
 
 from __future__ import annotations
 
@@ -23,14 +25,16 @@ from tests.families.test_twins import reduced_twin  # noqa: F401  (the session f
 from tests.mlflow_server import mlflow_server
 from tests.pipelines.tiny_world import tiny_config_overrides
 
-pytestmark = pytest.mark.timeout(1800)  # six adapts in one process: 497 s of setup at load 4 to 15 here
+pytestmark = pytest.mark.timeout(1800)  # twelve adapts in one process
 
 FAMILIES = ("llama3_1", "mistral_v1", "llama2", "qwen3", "gemma3", "deepseek_v3")
 # A target tokenizer trained like Gemma-3 carries its 6,415 added tokens: it needs a larger vocabulary
 VOCAB_SIZES = {"gemma3": 8192}
 NEW_TOKENS = 300
-# The six adaptations run in one process, one after the other, through the command line's own entry point (Typer's
-# runner): a user's shell runs them as six processes; one process starts Python and transformers once.
+# each family expanded (the key is its name), then replaced by an Italian tokenizer trained like its own
+RUNS = FAMILIES + tuple(f"{name}-replace" for name in FAMILIES)
+# The twelve adaptations run in one process, one after the other, through the command line's own entry point (Typer's
+# runner): a user's shell runs them as twelve processes; one process starts Python and transformers once.
 DRIVER = """
 import json, sys
 from typer.testing import CliRunner
@@ -68,18 +72,18 @@ def adapted(tmp_path_factory, hub_cache, fixture_corpora):
     workdir = tmp_path_factory.mktemp("twin-adapt")
     corpora = {key: Path(path) for key, path in fixture_corpora.items()}
     runs = {}
-    for name in FAMILIES:
+    for key in RUNS:  # every expansion, then every replacement: the replaced model is version 2 of the same name
+        name, mode = key.removesuffix("-replace"), "replace" if key.endswith("-replace") else "expand"
         overrides = tiny_config_overrides(Path("unused"), corpora, workdir, **{
-            "name": f"twin-{name}", "source.model": model_family(name).hub_id, "init.mode": "expand",
+            "name": f"twin-{key}", "source.model": model_family(name).hub_id, "init.mode": mode,
             "init.methods": "[fvt]", "tokenizer.vocab_size": str(VOCAB_SIZES.get(name, 2000)),
-            "tokenizer.expand_top_k": str(NEW_TOKENS),
             "tokenizer.protect_lexicon": "null", "tracking.experiment": "twin-e2e", "tracking.energy": "false",
             # four held-out paragraphs a language for bits per byte and fertility (every stage still runs; the
             # side-by-side items come from the whole validation file)
             "evaluation.max_documents": "4", "evaluation.side_by_side_items": "2",
-        })
-        runs[name] = ["adapt", *[arg for override in overrides for arg in ("--set", override)],
-                      "--json", str(workdir / f"{name}.json")]
+        } | ({"tokenizer.expand_top_k": str(NEW_TOKENS)} if mode == "expand" else {}))
+        runs[key] = ["adapt", *[arg for override in overrides for arg in ("--set", override)],
+                     "--json", str(workdir / f"{key}.json")]
     with mlflow_server(workdir) as url:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache["cache"]),
                "MLFLOW_TRACKING_URI": url}
@@ -88,8 +92,8 @@ def adapted(tmp_path_factory, hub_cache, fixture_corpora):
                               capture_output=True, text=True, timeout=1700)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
         outputs = dict(part.split("\n", 1) for part in done.stdout.split("=== ")[1:])
-        yield url, {name: (json.loads((workdir / f"{name}.json").read_text()), outputs[f"{name} exit 0"])
-                    for name in FAMILIES}
+        yield url, {key: (json.loads((workdir / f"{key}.json").read_text()), outputs[f"{key} exit 0"])
+                    for key in RUNS}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -150,12 +154,50 @@ def test_specials_keep_their_ids_rows_and_config_ids(adapted, hub_cache, name):
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_registered_version_says_twin(adapted, name, tmp_path):
+def test_replace_gives_each_special_its_role_and_source_row(adapted, hub_cache, name):
+    """`adapt` with init.mode replace on the twin resolved by its hub id: a smaller vocabulary trained like the
+    family's, registered as version 2 of the same name; every special token of the source is in it with its text
+    and role (the config's bos/eos/pad ids are the adapted tokenizer's), and its rows are still nearest to its own
+    source rows after two LAPT steps."""
+    import torch
+    from safetensors import safe_open
+
+    from vocadapt.platform.families.catalogue import model_family
+
+    _, results = adapted
+    report, output = results[f"{name}-replace"]
+    assert report["best_method"] == "fvt"
+    assert f"registered vocadapt-it-{model_family(name).hub_id.split('/')[1].lower()} version 2" in output
+    checkpoint = _checkpoint(report)
+    source, target = _tokenizer(hub_cache[name]), _tokenizer(checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert len(target) < len(source) and config["vocab_size"] >= len(target)
+    assert config["vocadapt_twin"]["family"] == name
+    for role in ("bos", "eos", "pad"):
+        assert config.get(f"{role}_token_id") == getattr(target, f"{role}_token_id"), role
+        assert getattr(target, f"{role}_token") == getattr(source, f"{role}_token"), role
+    specials = sorted(set(source.all_special_tokens))
+    assert specials and all(token in target.get_vocab() for token in specials)
+
+    def matrix(folder: Path, tensor: str):
+        with safe_open(str(next(folder.glob("*.safetensors"))), framework="pt") as handle:
+            return handle.get_tensor(tensor).float()
+
+    source_ids = torch.tensor(source.convert_tokens_to_ids(specials))
+    target_ids = torch.tensor(target.convert_tokens_to_ids(specials))
+    for tensor in ["model.embed_tokens.weight"] + ([] if model_family(name).tied else ["lm_head.weight"]):
+        before, after = matrix(hub_cache[name], tensor), matrix(checkpoint, tensor)
+        nearest = torch.cdist(after[target_ids], before).argmin(dim=1)
+        assert torch.equal(nearest, source_ids), tensor
+
+
+@pytest.mark.parametrize("key", RUNS)
+def test_registered_version_says_twin(adapted, key, tmp_path):
     """The version's tags, description and model card name the twin; no tag names the real model alone."""
     import mlflow
 
     url, results = adapted
-    report, _ = results[name]
+    report, _ = results[key]
     registered_name, version = report["registered"]
     client = mlflow.tracking.MlflowClient(url, registry_uri=url)
     model_version = client.get_model_version(registered_name, str(version))
@@ -176,14 +218,14 @@ def test_twin_passes_the_vllm_serve_check(adapted, tmp_path):
 
     url, results = adapted
     client = mlflow.tracking.MlflowClient(url, registry_uri=url)
-    for name in FAMILIES:
-        registered_name, version = results[name][0]["registered"]
+    for key in RUNS:
+        registered_name, version = results[key][0]["registered"]
         run_id = client.get_model_version(registered_name, str(version)).run_id
         report = json.loads(Path(client.download_artifacts(run_id, "serve_check.json", str(tmp_path))).read_text())
         vllm = [finding for finding in report["findings"] if finding["check"] == "decode (vLLM)"]
         if vllm and vllm[0]["status"] == "skipped" and "no vLLM serving environment" in vllm[0]["detail"]:
             pytest.skip(f"the serve check's vLLM half did not run: {vllm[0]['detail']}")
-        assert vllm and vllm[0]["status"] == "pass", (name, vllm)
+        assert vllm and vllm[0]["status"] == "pass", (key, vllm)
 
 
 @lru_cache(maxsize=None)
