@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import platform
 import re
@@ -65,6 +66,14 @@ def write_token_corpus(target_tokenizer: Any, corpus_files: list[str], out_path:
 M_PERTURB = -6
 
 
+@functools.lru_cache(maxsize=1)
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (``platform.libc_ver`` reads the Python executable: once per process)."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
 @contextmanager
 def zero_filled_allocations() -> Iterator[None]:
     """While inside, every block glibc's malloc hands out is filled with zeros (``mallopt(M_PERTURB, 0xFF)``).
@@ -77,10 +86,10 @@ def zero_filled_allocations() -> Iterator[None]:
     gave other vectors, or stopped with "Encountered NaN." Zero-filled allocations make every run start from the
     fresh-process matrix. Other C libraries (musl, macOS) are left as they are.
     """
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    libc = _glibc()
+    if libc is None:
         yield
         return
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     libc.mallopt(M_PERTURB, 0xFF)
     try:
         yield
