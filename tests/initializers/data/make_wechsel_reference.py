@@ -92,7 +92,9 @@ def word_model(corpus, out, seed):
     input vectors (words and n-grams) are then replaced by Gaussian ones. Trained vectors of a few hundred lines
     point almost the same way (cosines of 0.98 to 0.9999 between any two tokens), so the top 10 would be decided
     by rounding; random n-gram vectors keep tokens that share n-grams close and the others apart.
-    fasttext-numpy2 0.10.4 sometimes stops with "Encountered NaN" on so little text, so training is retried."""
+    fasttext-numpy2 0.10.4 sometimes stopped with "Encountered NaN" here, so training is retried: with one thread it
+    leaves nine tenths of its input matrix as allocated (``fasttext_helper.zero_filled_allocations``, which this
+    script, kept as the reference was made, does not use)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as handle:
         handle.write("\n".join(corpus) + "\n")
         handle.flush()
