@@ -96,24 +96,24 @@ def is_slow(nodeid: str) -> bool:
     return path in SLOW_FILES or f"{path}::{name.split('[')[0]}" in SLOW_TESTS
 
 
-# The files that took longest in a fresh clone's `make test` (summed over each file's tests: 80d33a9, two workers),
+# The files that took longest in a fresh clone's `make test` (summed over each file's tests: 46bf800, two workers),
 # longest first. tests/conftest.py collects them before every other file and `make test` keeps that order
 # (--no-loadscope-reorder), so the two workers (a whole file each, --dist loadfile) start them first and end on short
 # files; xdist's own order (most tests first) left the one-test multi-node file running alone for the last minutes.
 # Reorder when a `--durations` report says so; the order changes no result.
 LONGEST_FILES = (
-    "tests/families/test_family_initializers.py",  # 731 s
-    "tests/export/test_gguf_families.py",  # 277 s
-    "tests/families/test_twin_adapt.py",  # 267 s
-    "tests/pipelines/test_demo_configs.py",  # 266 s
-    "tests/training/test_ray_lapt.py",  # 229 s
-    "tests/training/test_multinode_process.py",  # 137 s
-    "tests/sweeps/test_sweep.py",  # 112 s
-    "tests/pipelines/test_mlproject.py",  # 112 s
-    "tests/platform/test_storage_s3.py",  # 106 s
-    "tests/multilingual/test_multilingual_config.py",  # 100 s
-    "tests/sweeps/test_sweep_adapt.py",  # 81 s
-    "tests/training/test_ray_lapt_distill.py",  # 78 s
+    "tests/families/test_family_initializers.py",  # 403 s
+    "tests/pipelines/test_demo_configs.py",  # 327 s
+    "tests/families/test_twin_adapt.py",  # 249 s
+    "tests/export/test_gguf_families.py",  # 248 s
+    "tests/training/test_multinode_process.py",  # 206 s
+    "tests/training/test_ray_lapt.py",  # 181 s
+    "tests/platform/test_storage_s3.py",  # 122 s
+    "tests/sweeps/test_sweep.py",  # 120 s
+    "tests/pipelines/test_mlproject.py",  # 101 s
+    "tests/sweeps/test_sweep_adapt.py",  # 79 s
+    "tests/multilingual/test_multilingual_config.py",  # 76 s
+    "tests/training/test_ray_lapt_distill.py",  # 54 s
 )
 
 
