@@ -63,6 +63,9 @@ class LaptRunResult:
 RAY_CONSOLE_ENV = "VOCADAPT_RAY_CONSOLE"
 
 
+PREEMPTION_WATCHER_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+
+
 def init_ray(num_cpus: int = 2) -> None:
     """Connect to the cluster in ``RAY_ADDRESS`` or start a local one; a second call in the process is a no-op.
 
@@ -81,6 +84,10 @@ def init_ray(num_cpus: int = 2) -> None:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(**quiet)
     else:
+        # Nothing drains the nodes of a cluster started here (this one machine): Ray Train's preemption watcher, an
+        # actor and so a Python process per run, would only poll for drains that never come. A value the user set
+        # is kept; a cluster of RAY_ADDRESS keeps Ray's default.
+        os.environ.setdefault(PREEMPTION_WATCHER_ENV, "0")
         ray.init(num_cpus=num_cpus, **quiet)
 
 

@@ -37,9 +37,13 @@ def test_vocadapt_lapt_distils_from_the_source_model(tmp_path, fixture_corpora, 
                                                                              "lapt.distill_weight": "0.5"})
     try:
         result = CliRunner().invoke(app, ["lapt", "--model", str(student), *options], catch_exceptions=False)
+        # the cluster this process started (one machine, never drained) runs no preemption watcher
+        actor_classes = {actor["ActorClassName"] for actor in ray._private.state.actors().values()}
     finally:
         ray.shutdown()
     assert result.exit_code == 0, result.output
+    assert any("Controller" in name for name in actor_classes), actor_classes
+    assert not any("Preemption" in name for name in actor_classes), actor_classes
     client = MlflowClient(uri)
     (run,) = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
     for name in ("loss", "objective_loss", "distill_loss", "distill_groups"):
