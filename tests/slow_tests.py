@@ -96,23 +96,25 @@ def is_slow(nodeid: str) -> bool:
     return path in SLOW_FILES or f"{path}::{name.split('[')[0]}" in SLOW_TESTS
 
 
-# The files that took longest in a fresh clone's `make test` (summed over each file's tests: 46bf800, two workers),
-# longest first. tests/conftest.py collects them before every other file and `make test` keeps that order
-# (--no-loadscope-reorder), so the two workers (a whole file each, --dist loadfile) start them first and end on short
-# files; xdist's own order (most tests first) left the one-test multi-node file running alone for the last minutes.
-# Reorder when a `--durations` report says so; the order changes no result.
+# The files that take longest in a fresh clone's `make test` (summed over each file's tests, two workers), in the
+# order that gave the fastest run on record. tests/conftest.py collects them before every other file and `make test`
+# keeps that order (--no-loadscope-reorder), so the two workers (a whole file each, --dist loadfile) start them first
+# and end on short files; xdist's own order (most tests first) left the one-test multi-node file running alone for
+# the last minutes. The demo configs come fourth, not second: second, they ran beside the family initialisers (both
+# compute in torch on both cores) and took 611 s instead of 327 s, the suite 1,814 s instead of 1,634 s (fresh
+# clones of 8c26da1 and 46bf800, one run each; docs/benchmarks/test-suite.md). The order changes no result.
 LONGEST_FILES = (
-    "tests/families/test_family_initializers.py",  # 403 s
-    "tests/pipelines/test_demo_configs.py",  # 327 s
-    "tests/families/test_twin_adapt.py",  # 249 s
+    "tests/families/test_family_initializers.py",  # 403 s at 46bf800
     "tests/export/test_gguf_families.py",  # 248 s
-    "tests/training/test_multinode_process.py",  # 206 s
+    "tests/families/test_twin_adapt.py",  # 249 s
+    "tests/pipelines/test_demo_configs.py",  # 327 s
     "tests/training/test_ray_lapt.py",  # 181 s
-    "tests/platform/test_storage_s3.py",  # 122 s
+    "tests/training/test_multinode_process.py",  # 206 s
     "tests/sweeps/test_sweep.py",  # 120 s
     "tests/pipelines/test_mlproject.py",  # 101 s
-    "tests/sweeps/test_sweep_adapt.py",  # 79 s
+    "tests/platform/test_storage_s3.py",  # 122 s
     "tests/multilingual/test_multilingual_config.py",  # 76 s
+    "tests/sweeps/test_sweep_adapt.py",  # 79 s
     "tests/training/test_ray_lapt_distill.py",  # 54 s
 )
 
