@@ -97,12 +97,11 @@ def is_slow(nodeid: str) -> bool:
 
 
 # The files that take longest in a fresh clone's `make test` (summed over each file's tests, two workers), in the
-# order that gave the fastest run on record. tests/conftest.py collects them before every other file and `make test`
+# order of the fastest run on record. tests/conftest.py collects them before every other file and `make test`
 # keeps that order (--no-loadscope-reorder), so the two workers (a whole file each, --dist loadfile) start them first
 # and end on short files; xdist's own order (most tests first) left the one-test multi-node file running alone for
-# the last minutes. The demo configs come fourth, not second: second, they ran beside the family initialisers (both
-# compute in torch on both cores) and took 611 s instead of 327 s, the suite 1,814 s instead of 1,634 s (fresh
-# clones of 8c26da1 and 46bf800, one run each; docs/benchmarks/test-suite.md). The order changes no result.
+# the last minutes. Whole runs differ by about 10% here: 1,634 s at 46bf800 in this order, 1,814 s at 8c26da1 strictly
+# longest first, 1,822 s at d9b9444 in this order again (docs/benchmarks/test-suite.md). The order changes no result.
 LONGEST_FILES = (
     "tests/families/test_family_initializers.py",  # 403 s at 46bf800
     "tests/export/test_gguf_families.py",  # 248 s
