@@ -121,8 +121,6 @@ def test_specials_keep_their_ids_rows_and_config_ids(adapted, hub_cache, name):
     id and text; its row is still nearest to its own source row (two LAPT steps move rows a little); the config's
     bos/eos/pad ids are the adapted tokenizer's and the source's; new tokens take ids after every id in use."""
     import torch
-    from safetensors import safe_open
-
     from vocadapt.platform.families.catalogue import model_family
 
     _, results = adapted
@@ -140,13 +138,9 @@ def test_specials_keep_their_ids_rows_and_config_ids(adapted, hub_cache, name):
     new_ids = sorted(set(target.get_vocab().values()) - set(source.get_vocab().values()))
     assert new_ids and new_ids[0] > max(source.get_vocab().values())
 
-    def matrix(folder: Path, name: str):
-        with safe_open(str(next(folder.glob("*.safetensors"))), framework="pt") as handle:
-            return handle.get_tensor(name).float()
-
     tensors = ["model.embed_tokens.weight"] + ([] if model_family(name).tied else ["lm_head.weight"])
     for tensor in tensors:
-        before, after = matrix(hub_cache[name], tensor), matrix(checkpoint, tensor)
+        before, after = _matrix(hub_cache[name], tensor), _matrix(checkpoint, tensor)
         ids = torch.tensor(sorted(specials.values()))
         # in slices: Gemma-3's 6,415 added rows against its 262,144 source rows are 6.7 GB of distances at once
         nearest = torch.cat([torch.cdist(after[part], before).argmin(dim=1) for part in ids.split(512)])
@@ -160,8 +154,6 @@ def test_replace_gives_each_special_its_role_and_source_row(adapted, hub_cache, 
     and role (the config's bos/eos/pad ids are the adapted tokenizer's), and its rows are still nearest to its own
     source rows after two LAPT steps."""
     import torch
-    from safetensors import safe_open
-
     from vocadapt.platform.families.catalogue import model_family
 
     _, results = adapted
@@ -179,14 +171,10 @@ def test_replace_gives_each_special_its_role_and_source_row(adapted, hub_cache, 
     specials = sorted(set(source.all_special_tokens))
     assert specials and all(token in target.get_vocab() for token in specials)
 
-    def matrix(folder: Path, tensor: str):
-        with safe_open(str(next(folder.glob("*.safetensors"))), framework="pt") as handle:
-            return handle.get_tensor(tensor).float()
-
     source_ids = torch.tensor(source.convert_tokens_to_ids(specials))
     target_ids = torch.tensor(target.convert_tokens_to_ids(specials))
     for tensor in ["model.embed_tokens.weight"] + ([] if model_family(name).tied else ["lm_head.weight"]):
-        before, after = matrix(hub_cache[name], tensor), matrix(checkpoint, tensor)
+        before, after = _matrix(hub_cache[name], tensor), _matrix(checkpoint, tensor)
         nearest = torch.cdist(after[target_ids], before).argmin(dim=1)
         assert torch.equal(nearest, source_ids), tensor
 
@@ -234,6 +222,14 @@ def _tokenizer(folder: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(folder))
+
+
+def _matrix(folder: Path, tensor: str):
+    """One tensor of the folder's safetensors file, as float32."""
+    from safetensors import safe_open
+
+    with safe_open(str(next(folder.glob("*.safetensors"))), framework="pt") as handle:
+        return handle.get_tensor(tensor).float()
 
 
 def _checkpoint(report: dict) -> Path:
