@@ -2,13 +2,14 @@
 
 What runs (the source matrices are seeded random bf16 at full size, ``family_surgery_world.seeded_matrix``):
 
-- every registered method on the real shape of Mistral-7B-v0.1 (32,000 x 4,096, untied) and Llama-3.1-8B (128,256 x
-  4,096, untied, new ids past the source rows), and on the real vocabularies, rows and heads of Llama-2, Qwen3,
-  Gemma-3 (262,208 rows, tied, padded) and DeepSeek-V3 (new ids inside its padding) at hidden 16
-  (``FAMILY_WIDTHS`` says why; ``VOCADAPT_REAL_WIDTH_FAMILIES=1`` runs those at their real width too), each
-  tokenizer expanded by 300 Italian tokens (``expand_with_top_k``), in memory through ``adapt_embeddings`` (the
-  adapt pipeline's path). On the first family the methods that draw random numbers run twice (same bytes). One
-  family's matrices are held at a time; rows are compared as slices a block at a time;
+- every registered method at each family's real shape: Mistral-7B-v0.1 (32,000 x 4,096, untied), Llama-2-7B (32,000
+  x 4,096, untied), Llama-3.1-8B (128,256 x 4,096, untied, new ids past the source rows), Qwen3-8B (151,936 x 4,096,
+  untied, new ids past its padding rows), Gemma-3-4B (262,208 x 2,560, tied, padded) and DeepSeek-V3 (129,280 x
+  7,168, untied, new ids inside its padding), each tokenizer expanded by 300 Italian tokens (``expand_with_top_k``),
+  in memory through ``adapt_embeddings`` (the adapt pipeline's path). On the first family the methods that draw
+  random numbers run twice (same bytes). One family's matrices are held at a time (DeepSeek-V3's: 3.7 GB of bf16);
+  rows are compared as slices a block at a time. ``VOCADAPT_FAMILY_WIDTH=16`` runs them at hidden 16 instead, for a
+  quick local check of the vocabularies, paddings and heads;
 - Llama-2 (32,000 x 4,096, untied) replaced by a 2,000-token Italian SentencePiece tokenizer trained like it: fvt
   and sava, in memory;
 - the checkpoint path (``adapt_checkpoint``, streamed in bounded memory, what ``vocadapt init`` runs) on an
@@ -75,14 +76,11 @@ def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
     return pairs
 
 
-# Every family's real vocabulary, rows and head. The hidden size is the real one (None) for Mistral-7B-v0.1 and
-# Llama-3.1-8B (rows grown past the source's); the others run every method at hidden 16, which keeps what their
-# tokenizers and vocabularies add (Qwen3 has no BOS, Gemma-3 is tied and padded, DeepSeek-V3's new ids fall inside
-# its padding) at a fraction of the time: at the real width Gemma-3 and DeepSeek-V3 add about 5 and 6.5 minutes to
-# CI. VOCADAPT_REAL_WIDTH_FAMILIES=1 runs them all at the real width (DeepSeek-V3's 7,168 included).
-REAL_WIDTH_EVERYWHERE = os.environ.get("VOCADAPT_REAL_WIDTH_FAMILIES") == "1"
-FAMILY_WIDTHS = {"mistral_v1": None, "llama3_1": None} | {
-    name: None if REAL_WIDTH_EVERYWHERE else 16 for name in ("llama2", "qwen3", "gemma3", "deepseek_v3")}
+# Every family's real vocabulary, rows, head and hidden size (the width of the model named in families.yaml). The
+# six families at their real width take about 11 minutes of test time on two cores (DeepSeek-V3's 7,168 about 3 of
+# them); at hidden 16 about 5 (docs/benchmarks/initialisers.md). VOCADAPT_FAMILY_WIDTH=16 gives that quick check.
+FAMILY_WIDTH = int(os.environ["VOCADAPT_FAMILY_WIDTH"]) if os.environ.get("VOCADAPT_FAMILY_WIDTH") else None
+FAMILY_WIDTHS = {name: FAMILY_WIDTH for name in ("mistral_v1", "llama3_1", "llama2", "qwen3", "gemma3", "deepseek_v3")}
 TWICE_ON = "mistral_v1"
 
 
