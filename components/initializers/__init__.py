@@ -78,6 +78,10 @@ def read_source_rows(problem: InitProblem, ids: torch.Tensor) -> torch.Tensor:
     values either way (a bf16 or fp16 row converts to float32 exactly)."""
     matrix = problem.source_matrix
     if isinstance(matrix, torch.Tensor):
+        if len(ids) > 1 and int(ids[-1]) - int(ids[0]) + 1 == len(ids) and bool((torch.diff(ids) == 1).all()):
+            # consecutive rows (most chunks of an expansion's shared tokens): a slice converts twice as fast as a
+            # gather (4,096 x 7,168 bf16: 71 -> 36 ms); copy=True, so a float32 matrix is never handed out as a view
+            return matrix[int(ids[0]) : int(ids[-1]) + 1].to(torch.float32, copy=True)
         return matrix[ids].float()
     return matrix.rows(ids)
 

@@ -34,10 +34,11 @@ def overlap_pairs(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor]:
 # Columns whose statistics are computed at once, from a float32 copy laid out column by column: 128,256 rows x 256
 # columns is 131 MB, where a float32 copy of the whole 128,256 x 4,096 matrix is 2.1 GB.
 STATISTICS_COLUMNS = 256
-# Rows transposed into that copy at once: 8,192 x 256 bf16 is 4 MB, which stays in cache while it is written out
-# column by column. Transposing the whole column block in one copy took twice as long (262,208 x 2,560 bf16:
-# 10.0 -> 5.5 s on 2 cores), the strided reads missing the cache on every row.
-STATISTICS_ROWS = 8192
+# Rows transposed into that copy at once: 512 x 256 bf16 is 256 KB, which stays in the core's cache while it is
+# written out column by column. Larger pieces miss it: 8,192 rows took 1.4 to 1.9 times as long (per matrix,
+# 262,208 x 2,560: 6.7 -> 4.3 s; 128,256 x 4,096: 6.5 -> 4.7 s; 129,280 x 7,168: 10.4 -> 5.5 s; the same bits), and
+# transposing the whole column block in one copy took twice as long again.
+STATISTICS_ROWS = 512
 
 
 def source_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
