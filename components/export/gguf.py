@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vocadapt.components.errors import UserError
+from vocadapt.components.export.gguf_metadata import gguf_metadata
 
 QUANTS = ("f16", "q8_0", "q4_k_m")
 
@@ -126,10 +127,8 @@ def convert_to_gguf(model_dir: Path, outfile: Path, converter: Path) -> GgufPlan
     return GgufPlan(found["architecture"], found["tokenizer_file"], found["pre"])
 
 
-def _check_tokenizer(model_dir: Path, gguf_path: Path) -> None:
-    from transformers import AutoTokenizer
-
-    problems = tokenizer_mismatches(gguf_path, AutoTokenizer.from_pretrained(str(model_dir)))
+def _check_tokenizer(model_dir: Path, gguf_path: Path, tokenizer) -> None:
+    problems = tokenizer_mismatches(gguf_path, tokenizer)
     if problems:
         raise UserError(f"llama.cpp's converter wrote tokenizer metadata that differs from {model_dir}'s tokenizer "
                         f"({'; '.join(problems)}), so llama.cpp would read other tokens; nothing was written")
@@ -173,9 +172,10 @@ def vocabulary_probe_texts(tokenizer, per_text: int = 12, most: int = 1000, seed
     return texts
 
 
-def _check_llama_cpp_tokenization(model_dir: Path, gguf_path: Path) -> int | None:
+def _check_llama_cpp_tokenization(model_dir: Path, gguf_path: Path, tokenizer=None) -> int | None:
     """llama.cpp's own tokenizer, reading the GGUF, gives the tokenizer's ids on :data:`PROBE_TEXTS` and on text
-    made of every token of the vocabulary; ``UserError`` where it does not. None when llama-cpp-python is absent."""
+    made of every token of the vocabulary; ``UserError`` where it does not. None when llama-cpp-python is absent.
+    ``tokenizer``: ``model_dir``'s, when the caller has loaded it already."""
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -184,7 +184,7 @@ def _check_llama_cpp_tokenization(model_dir: Path, gguf_path: Path) -> int | Non
 
     from vocadapt.components.export.llama_cpp_checks import PROBE_TEXTS, load_vocabulary, tokenization_differences
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model_dir))
     texts = [*PROBE_TEXTS, *vocabulary_probe_texts(tokenizer)]
     llm = load_vocabulary(gguf_path)
     try:
@@ -223,8 +223,11 @@ def export_gguf(model_dir: Path, out_path: Path, quant: str, converter: Path) ->
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".gguf-") as scratch:
         f16 = Path(scratch) / "f16.gguf"
         plan = convert_to_gguf(model_dir, f16, converter)
-        _check_tokenizer(model_dir, f16)
-        probes = _check_llama_cpp_tokenization(model_dir, f16)
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))  # once for both checks (5 s for Gemma-3's)
+        _check_tokenizer(model_dir, f16, tokenizer)
+        probes = _check_llama_cpp_tokenization(model_dir, f16, tokenizer)
         final = f16
         if quant != "f16":
             final = Path(scratch) / f"{quant}.gguf"
@@ -240,13 +243,13 @@ def export_gguf(model_dir: Path, out_path: Path, quant: str, converter: Path) ->
 
 def tokenizer_mismatches(gguf_path: Path, tokenizer) -> list[str]:
     """Where the GGUF's tokenizer metadata differs from ``tokenizer`` (a transformers tokenizer): the tokens in id
-    order, the merges (byte-level BPE), the special ids and the chat template. Read with the ``gguf`` package."""
-    from gguf import GGUFReader
-
-    fields = GGUFReader(str(gguf_path)).fields
+    order, the merges (byte-level BPE), the special ids and the chat template, read by :func:`gguf_metadata`."""
+    fields = gguf_metadata(gguf_path, ["tokenizer.ggml.tokens", "tokenizer.ggml.model", "tokenizer.ggml.merges",
+                                       "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                       "tokenizer.chat_template"])
 
     def value(key: str):
-        return fields[key].contents() if key in fields else None
+        return fields.get(key)
 
     problems = []
     tokens = value("tokenizer.ggml.tokens") or []
