@@ -5,13 +5,12 @@ What runs (the source matrices are seeded random bf16 at full size, ``family_sur
 - every registered method at each family's real shape: Mistral-7B-v0.1 (32,000 x 4,096, untied), Llama-2-7B (32,000
   x 4,096, untied), Llama-3.1-8B (128,256 x 4,096, untied, new ids past the source rows), Qwen3-8B (151,936 x 4,096,
   untied, new ids past its padding rows), Gemma-3-4B (262,208 x 2,560, tied, padded) and DeepSeek-V3 (129,280 x
-  7,168, untied, new ids inside its padding), each tokenizer expanded by 300 Italian tokens (``expand_with_top_k``),
-  in memory through ``adapt_embeddings`` (the adapt pipeline's path). On the first family the methods that draw
-  random numbers run twice (same bytes). One family's matrices are held at a time (DeepSeek-V3's: 3.7 GB of bf16);
-  rows are compared as slices a block at a time. ``VOCADAPT_FAMILY_WIDTH=16`` runs them at hidden 16 instead, for a
-  quick local check of the vocabularies, paddings and heads;
-- Llama-2 (32,000 x 4,096, untied) replaced by a 2,000-token Italian SentencePiece tokenizer trained like it: fvt
-  and sava, in memory;
+  7,168, untied, new ids inside its padding), each in both modes: the tokenizer expanded by 300 Italian tokens
+  (``expand_with_top_k``), and replaced by an Italian tokenizer trained like it (2,000 tokens; 8,192 for Gemma-3,
+  whose 6,415 added tokens it keeps); in memory through ``adapt_embeddings`` (the adapt pipeline's path). On the
+  first family the methods that draw random numbers run twice (same bytes). One family's matrices are held at a
+  time (DeepSeek-V3's: 3.7 GB of bf16); rows are compared as slices a block at a time. ``VOCADAPT_FAMILY_WIDTH=16``
+  runs them at hidden 16 instead, for a quick local check of the vocabularies, paddings and heads;
 - the checkpoint path (``adapt_checkpoint``, streamed in bounded memory, what ``vocadapt init`` runs) on an
   embedding-only checkpoint in the family's real shape: Mistral-7B-v0.1 expanded (sava); Gemma-3 (262,208 x 2,560,
   tied, padded past 262,145 ids) replaced by an 8,192-token Italian tokenizer trained like it (random_token).
@@ -77,27 +76,32 @@ def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
 
 
 # Every family's real vocabulary, rows, head and hidden size (the width of the model named in families.yaml). The
-# six families at their real width take about 11 minutes of test time on two cores (DeepSeek-V3's 7,168 about 3 of
-# them); at hidden 16 about 5 (docs/benchmarks/initialisers.md). VOCADAPT_FAMILY_WIDTH=16 gives that quick check.
+# six families at their real width, expanded and replaced, take about 14 minutes in one process on two cores
+# (measured in parts; DeepSeek-V3's 7,168 about 3 of them); at hidden 16 about 5 (docs/benchmarks/initialisers.md).
+# VOCADAPT_FAMILY_WIDTH=16 gives that quick check.
 FAMILY_WIDTH = int(os.environ["VOCADAPT_FAMILY_WIDTH"]) if os.environ.get("VOCADAPT_FAMILY_WIDTH") else None
 FAMILY_WIDTHS = {name: FAMILY_WIDTH for name in ("mistral_v1", "llama3_1", "llama2", "qwen3", "gemma3", "deepseek_v3")}
 TWICE_ON = "mistral_v1"
 
 
 @pytest.fixture(scope="module", params=list(FAMILY_WIDTHS))
-def expanded_family(request, family_tokenizers):
-    """A family's tokenizer, its expansion by 300 Italian tokens, the helper and the source matrices at the real
-    shape (no LM head for a tied family). Module-scoped and parametrised: pytest runs one family's tests, drops its
+def family_world(request, family_tokenizers):
+    """A family's tokenizer, the source matrices at the real shape (no LM head for a tied family), and both targets
+    with their helpers: the tokenizer expanded by 300 Italian tokens, and an Italian tokenizer trained like it (the
+    replacement). Module-scoped and parametrised: pytest runs one family's tests (expanded and replaced), drops its
     matrices, then builds the next's, so only one family's (3.7 GB for DeepSeek-V3) are held at a time."""
     from transformers import AutoTokenizer
 
     name = request.param
-    expanded = world.expanded_tokenizer_dir(name, str(family_tokenizers[name]))
+    family_dir = str(family_tokenizers[name])
+    expanded = world.expanded_tokenizer_dir(name, family_dir)
+    replacement = world.target_tokenizer_dir(name, family_dir, TARGET_SIZES.get(name, 2000))
     family = model_family(name)
     rows, hidden = family.vocab_rows, FAMILY_WIDTHS[name] or family.architecture["hidden_size"]
     return dict(
-        name=name, source=AutoTokenizer.from_pretrained(str(family_tokenizers[name])),
-        target=AutoTokenizer.from_pretrained(str(expanded)), helper_dir=world.helper_model_dir(expanded),
+        name=name, source=AutoTokenizer.from_pretrained(family_dir),
+        targets={"expand": (AutoTokenizer.from_pretrained(str(expanded)), world.helper_model_dir(expanded)),
+                 "replace": (AutoTokenizer.from_pretrained(str(replacement)), world.helper_model_dir(replacement))},
         input=world.seeded_matrix(rows, hidden, seed=0),
         output=None if family.tied else world.seeded_matrix(rows, hidden, seed=1),
     )
@@ -183,38 +187,39 @@ def check_adapted(model, plan, source_input, source_output, source, target):
         assert (target.bos_token_id, target.eos_token_id) == (source.bos_token_id, source.eos_token_id)
 
 
+def _adapt_family(family_world, method: str, mode: str):
+    """(the adapted embedding-only model, its plan) for one method on the family's ``mode`` target."""
+    target, helper_dir = family_world["targets"][mode]
+    source, source_input = family_world["source"], family_world["input"]
+    model = _adapt(family_world["name"], method, mode, source_input, family_world["output"], source, target,
+                   helper_dir)
+    return model, plan_vocabulary(source, target, source_rows=source_input.shape[0], layout=RowLayout(mode))
+
+
 @pytest.mark.parametrize("method", METHODS)
-def test_every_method_at_the_real_shape_expanded(method, expanded_family):
-    name, source, target = expanded_family["name"], expanded_family["source"], expanded_family["target"]
-    source_input, source_output = expanded_family["input"], expanded_family["output"]
-    model = _adapt(name, method, "expand", source_input, source_output, source, target, expanded_family["helper_dir"])
-    plan = plan_vocabulary(source, target, source_rows=source_input.shape[0], layout=RowLayout("expand"))
+def test_every_method_at_the_real_shape_expanded(method, family_world):
+    name, source, (target, _) = family_world["name"], family_world["source"], family_world["targets"]["expand"]
+    model, plan = _adapt_family(family_world, method, "expand")
     assert len(plan.new_target_ids) == len(target) - len(source) > 250
-    check_adapted(model, plan, source_input, source_output, source, target)
+    check_adapted(model, plan, family_world["input"], family_world["output"], source, target)
     if method not in SEEDED_DRAWS or name != TWICE_ON:
         return
     first = (model.get_input_embeddings().weight[plan.new_target_ids], model.get_output_embeddings().weight[plan.new_target_ids])
     del model  # the second run's matrices replace the first's
-    again = _adapt(name, method, "expand", source_input, source_output, source, target, expanded_family["helper_dir"])
+    again, _ = _adapt_family(family_world, method, "expand")
     assert torch.equal(again.get_input_embeddings().weight[plan.new_target_ids], first[0])
     assert torch.equal(again.get_output_embeddings().weight[plan.new_target_ids], first[1])
 
 
-@pytest.mark.parametrize("method", ["fvt", "sava"])
-def test_llama2_7b_shape_replaced_by_an_italian_tokenizer(method, family_tokenizers):
-    from transformers import AutoTokenizer
-
-    family = model_family("llama2")
-    target_dir = world.target_tokenizer_dir("llama2", str(family_tokenizers["llama2"]))
-    source = AutoTokenizer.from_pretrained(str(family_tokenizers["llama2"]))
-    target = AutoTokenizer.from_pretrained(str(target_dir))
-    rows, hidden = family.vocab_rows, family.architecture["hidden_size"]
-    source_input, source_output = world.seeded_matrix(rows, hidden, seed=0), world.seeded_matrix(rows, hidden, seed=1)
-    model = _adapt("llama2", method, "replace", source_input, source_output, source, target,
-                   world.helper_model_dir(target_dir))
-    plan = plan_vocabulary(source, target, source_rows=rows, layout=RowLayout("replace"))
-    assert plan.rows == len(target) == 2000 and len(plan.target_to_source) > 500
-    check_adapted(model, plan, source_input, source_output, source, target)
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_at_the_real_shape_replaced(method, family_world):
+    """The family's vocabulary replaced by an Italian tokenizer trained like it (2,000 tokens; 8,192 for Gemma-3):
+    the matrices shrink to the target's size, shared tokens bring their source rows, specials keep theirs."""
+    name, source, (target, _) = family_world["name"], family_world["source"], family_world["targets"]["replace"]
+    model, plan = _adapt_family(family_world, method, "replace")
+    assert plan.rows == len(target) == TARGET_SIZES.get(name, 2000) < len(source)
+    assert 0 < len(plan.new_target_ids) < len(target) and len(plan.target_to_source) > 100
+    check_adapted(model, plan, family_world["input"], family_world["output"], source, target)
 
 
 def check_checkpoint(out, record, name: str, source, target, mode: str):
