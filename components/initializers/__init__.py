@@ -248,12 +248,14 @@ def register_initializer(
     def decorate(function: InitializerFunction) -> InitializerFunction:
         whole = function
         if row_blocks:
-            def whole(problem: InitProblem, **options: Any) -> torch.Tensor:
+            def concatenated(problem: InitProblem, **options: Any) -> torch.Tensor:
                 blocks = list(function(problem, **options))
                 width = problem.source_matrix.shape[1]
                 return torch.cat(blocks) if blocks else torch.zeros(0, width, dtype=torch.float32)
 
-            whole.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]  # options come from it
+            # options come from the generator's signature
+            concatenated.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]
+            whole = concatenated
         entry = Initializer(name, whole, needs_helper, helpers, aliases, columnwise,
                             function if row_blocks else None)
         for key in (name, *aliases):
