@@ -49,7 +49,14 @@ gguf-tools: install
 # tests/conftest.py collects the longest first (tests/slow_tests.py, LONGEST_FILES). A worker that crashes (a
 # segmentation fault in a native library) ends the run, reported: replaced, it once left pytest-xdist 3.8's file
 # scheduling waiting for ever at 97%.
+# OpenMP threads that sleep when idle instead of spinning (OMP_WAIT_POLICY=PASSIVE, read by torch's libgomp at
+# start-up, inherited by every process a test starts, Ray's workers included): the suite runs two workers' torch
+# threads, Ray's actors and servers on 2 cores, and spinning threads took the cores from the others. Side by side, the
+# DeepSeek-V3 initialisers beside the five-initialiser config: 328 s with the default, 203 s passive
+# (docs/benchmarks/test-suite.md). `make test-fast`, light tests, keeps libgomp's default (937 tests: 131 s default,
+# 141 s passive, one run each). A value set in the environment wins.
 TEST_WORKERS ?= 2
+test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	--max-worker-restart 0)
 
