@@ -184,7 +184,8 @@ def _check_llama_cpp_tokenization(model_dir: Path, gguf_path: Path, tokenizer=No
 
     from vocadapt.components.export.llama_cpp_checks import PROBE_TEXTS, load_vocabulary, tokenization_differences
 
-    tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(model_dir))
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     texts = [*PROBE_TEXTS, *vocabulary_probe_texts(tokenizer)]
     llm = load_vocabulary(gguf_path)
     try:

@@ -4,7 +4,8 @@ The gguf package's ``GGUFReader`` parses every key and every array element into 
 file; for a 262,208-token vocabulary (Gemma-3's tokens, scores and token types) that took about 20 s of the export's
 check. :func:`gguf_metadata` walks the same key-value section once with ``struct``, decodes only the keys asked for
 (numeric arrays in one ``numpy.frombuffer`` each) and steps over the others by their sizes: the same values as
-``GGUFReader(path).fields[key].contents()``, checked on a converter-written file in tests/export/test_gguf_metadata.py.
+``GGUFReader(path).fields[key].contents()``, checked on a file of every value type written by the gguf package's
+``GGUFWriter`` in tests/export/test_gguf_metadata.py.
 The value types are the gguf package's (``gguf.GGUFValueType``); the layout is GGUF versions 2 and 3.
 """
 
@@ -52,10 +53,14 @@ class _Walker:
                 dtype = np.dtype(SCALARS[item][1]).newbyteorder(self.order)
                 start, self.offset = self.offset, self.offset + count * dtype.itemsize
                 return np.frombuffer(self.data, dtype, count, start).tolist() if decode else None
-            values = [self.value(item, decode) for _ in range(count)]
+            if not decode:
+                for _ in range(count):
+                    self.value(item, decode=False)
+                return None
+            values = [self.value(item, decode=True) for _ in range(count)]
             if item == ARRAY:  # GGUFReader flattens nested arrays
-                values = [element for inner in values for element in (inner or [])]
-            return values if decode else None
+                values = [element for inner in values for element in inner]
+            return values
         raise ValueError(f"unknown GGUF value type {kind} at byte {self.offset}")
 
     def _skip(self, size: int) -> None:

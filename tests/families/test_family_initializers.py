@@ -31,6 +31,7 @@ import pytest
 import torch
 
 from tests.families import family_surgery_world as world
+from tests.families.conftest import FAMILIES
 from tests.initializers.test_registry import OPTIONS
 from vocadapt.components.initializers import available_initializers, get_initializer
 from vocadapt.components.surgery import Initialisation, RowLayout, adapt_checkpoint, adapt_embeddings, plan_vocabulary
@@ -80,11 +81,10 @@ def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
 # (measured in parts; DeepSeek-V3's 7,168 about 3 of them); at hidden 16 about 5 (docs/benchmarks/initialisers.md).
 # VOCADAPT_FAMILY_WIDTH=16 gives that quick check.
 FAMILY_WIDTH = int(os.environ["VOCADAPT_FAMILY_WIDTH"]) if os.environ.get("VOCADAPT_FAMILY_WIDTH") else None
-FAMILY_WIDTHS = {name: FAMILY_WIDTH for name in ("mistral_v1", "llama3_1", "llama2", "qwen3", "gemma3", "deepseek_v3")}
 TWICE_ON = "mistral_v1"
 
 
-@pytest.fixture(scope="module", params=list(FAMILY_WIDTHS))
+@pytest.fixture(scope="module", params=FAMILIES)
 def family_world(request, family_tokenizers):
     """A family's tokenizer, the source matrices at the real shape (no LM head for a tied family), and both targets
     with their helpers: the tokenizer expanded by 300 Italian tokens, and an Italian tokenizer trained like it (the
@@ -97,7 +97,7 @@ def family_world(request, family_tokenizers):
     expanded = world.expanded_tokenizer_dir(name, family_dir)
     replacement = world.target_tokenizer_dir(name, family_dir, TARGET_SIZES.get(name, 2000))
     family = model_family(name)
-    rows, hidden = family.vocab_rows, FAMILY_WIDTHS[name] or family.architecture["hidden_size"]
+    rows, hidden = family.vocab_rows, FAMILY_WIDTH or family.architecture["hidden_size"]
     return dict(
         name=name, source=AutoTokenizer.from_pretrained(family_dir),
         targets={"expand": (AutoTokenizer.from_pretrained(str(expanded)), world.helper_model_dir(expanded)),
