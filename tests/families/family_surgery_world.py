@@ -36,10 +36,14 @@ def italian_corpus_file() -> str:
     return str(path)
 
 
-@lru_cache(maxsize=None)
 def tokenizer_dir(kind: str, vocab_size: int = 2000) -> Path:
     """An Italian tokenizer of ``kind`` (bytelevel-bpe or spm-bpe) trained on the lines: the expansion's auxiliary
     tokenizer, or a small replacement target."""
+    return _tokenizer_dir(kind, vocab_size)  # one cache key however the size is given (or left out)
+
+
+@lru_cache(maxsize=None)
+def _tokenizer_dir(kind: str, vocab_size: int) -> Path:
     from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
 
     out = _WORK / f"italian-{kind}-{vocab_size}"
@@ -164,9 +168,15 @@ def seeded_rows(ids, hidden: int, dtype: torch.dtype = torch.bfloat16, seed: int
                         for i in ids]) if len(ids) else torch.empty(0, hidden, dtype=dtype)
 
 
-@lru_cache(maxsize=None)
 def target_tokenizer_dir(name: str, family_dir: str, vocab_size: int = 2000) -> Path:
     """A small Italian replacement target trained like the family (its kind, specials and chat template)."""
+    # lru_cache keys ``f(a, b)`` and ``f(a, b, 2000)`` apart: a second build into the same folder was refused when
+    # the initialiser and model-fit files ran in one worker (CI of a1e9731), so the cache sees the size always given
+    return _target_tokenizer_dir(name, str(family_dir), vocab_size)
+
+
+@lru_cache(maxsize=None)
+def _target_tokenizer_dir(name: str, family_dir: str, vocab_size: int) -> Path:
     from transformers import AutoTokenizer
 
     from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
