@@ -20,11 +20,14 @@ from vocadapt.components.evaluation.cloze import ClozeItem
 
 
 def continuation_logprobs(model, tokenizer, pairs: Sequence[tuple[str, str]], *, batch_size: int = 8,
-                          max_length: int = 512) -> list[float]:
+                          max_length: int = 512, progress: str | None = None) -> list[float]:
     """Summed log-probability of each ``continuation`` after its ``context`` (joined by a space), in nats.
 
     The context is cut from the left to fit ``max_length`` tokens; one BOS (else EOS) token goes first so the first
-    token is predicted too, as in :mod:`vocadapt.components.metrics.bits_per_byte`."""
+    token is predicted too, as in :mod:`vocadapt.components.metrics.bits_per_byte`. ``progress``: a progress bar
+    over the batches with this title (none when None)."""
+    from tqdm.auto import tqdm
+
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     rows: list[tuple[list[int], int]] = []  # (ids, index of the first continuation token)
     for context, continuation in pairs:
@@ -42,7 +45,7 @@ def continuation_logprobs(model, tokenizer, pairs: Sequence[tuple[str, str]], *,
     was_training = model.training
     model.eval()
     try:
-        for begin in range(0, len(rows), batch_size):
+        for begin in tqdm(range(0, len(rows), batch_size), desc=progress, unit="batch", disable=progress is None):
             batch = rows[begin:begin + batch_size]
             width = max(len(ids) for ids, _ in batch)
             input_ids = torch.zeros((len(batch), width), dtype=torch.long)
@@ -68,13 +71,14 @@ def score_cloze(model, tokenizer, items: Sequence[ClozeItem], *, batch_size: int
     return {"acc": sum(correct) / len(items), "acc_bytes": sum(correct_bytes) / len(items)}
 
 
-def score_cloze_items(model, tokenizer, items: Sequence[ClozeItem], *, batch_size: int = 8
-                      ) -> tuple[list[int], list[int]]:
-    """Per item, 1 where the true ending scores highest, else 0: by summed log-likelihood and per byte."""
+def score_cloze_items(model, tokenizer, items: Sequence[ClozeItem], *, batch_size: int = 8,
+                      progress: str | None = None) -> tuple[list[int], list[int]]:
+    """Per item, 1 where the true ending scores highest, else 0: by summed log-likelihood and per byte.
+    ``progress``: a progress bar over the batches with this title."""
     if not items:
         raise ValueError("no cloze items to score: build some with build_cloze_items()")
     pairs = [(item.context, choice) for item in items for choice in item.choices]
-    flat = continuation_logprobs(model, tokenizer, pairs, batch_size=batch_size)
+    flat = continuation_logprobs(model, tokenizer, pairs, batch_size=batch_size, progress=progress)
     correct, correct_bytes = [], []
     position = 0
     for item in items:

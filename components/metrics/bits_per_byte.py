@@ -70,11 +70,15 @@ def score_bits_per_byte(
 
 
 def score_documents(
-    model, tokenizer, documents: list[str], *, max_length: int = 256, batch_size: int = 8
+    model, tokenizer, documents: list[str], *, max_length: int = 256, batch_size: int = 8,
+    progress: str | None = None,
 ) -> list[BitsPerByte]:
     """Like :func:`score_bits_per_byte`, one ``BitsPerByte`` per document, in order (windows are batched across
     documents the same way): what a bootstrap over documents resamples (``components/evaluation/bootstrap.py``).
-    Their nats and bytes sum to :func:`score_bits_per_byte`'s. Empty documents are refused."""
+    Their nats and bytes sum to :func:`score_bits_per_byte`'s. Empty documents are refused. ``progress``: a
+    progress bar over the batches with this title (none when None)."""
+    from tqdm.auto import tqdm
+
     if max_length < 1 or batch_size < 1:
         raise ValueError(f"max_length and batch_size must be >= 1, got {max_length} and {batch_size}")
     if not documents or any(not doc for doc in documents):
@@ -94,7 +98,8 @@ def score_documents(
         model.eval()
     try:
         with torch.inference_mode():
-            for start in range(0, len(windows), batch_size):
+            for start in tqdm(range(0, len(windows), batch_size), desc=progress, unit="batch",
+                              disable=progress is None):
                 rows = _batch_nll_rows(model, windows[start: start + batch_size], device)
                 for owner, value in zip(owners[start: start + batch_size], rows):
                     nats[owner] += value

@@ -94,7 +94,8 @@ def new_token_ids_of(model: nn.Module) -> list[int]:
 
 FORWARD_TOKENS = 4096  # micro-batches are stacked up to this many tokens per forward pass of the body
 METRIC_POSITIONS = 65536  # loss_before / loss_after: over at most this many evenly spaced fit positions (per rank)
-# progress(phase, done, total): the body's forwards over the fit's tokens ("hidden states"), then Adam's updates
+# progress(phase, done, total): the body's forwards over the fit's tokens ("hidden states"), the frozen rows'
+# log-sum-exp and target logits at every position ("old rows' logits"), then Adam's updates ("updates")
 HeadFitProgress = Callable[[str, int, int], None]
 
 
@@ -208,7 +209,10 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         old_rows = weight.detach()[old_ids].float()
         old_bias = bias[old_ids] if bias is not None else None
         old_lse, target_logit = [], []
-        for start in range(0, len(hidden), positions_per_update):
+        chunks = range(0, len(hidden), positions_per_update)
+        for done, start in enumerate(chunks):
+            if progress:  # the demo's 327,680 positions x 44,152 old rows: minutes on a CPU without AMX
+                progress("old rows' logits", done, len(chunks))
             with products():
                 logits = (hidden[start:start + positions_per_update] @ old_rows.T).float()
             if old_bias is not None:
@@ -219,6 +223,8 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
             target_logit.append((hidden[start:start + positions_per_update] * row).sum(-1)
                                 + (bias[chunk_targets] if bias is not None else 0))
         old_lse, old_target_logit = torch.cat(old_lse), torch.cat(target_logit)
+        if progress:
+            progress("old rows' logits", len(chunks), len(chunks))
     target_column = column[targets]
     target_is_new = target_column >= 0
     new_bias = bias[new_ids] if bias is not None else None

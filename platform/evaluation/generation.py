@@ -46,7 +46,8 @@ class TransformersBackend:
         self.model.eval()
         started = time.perf_counter()
         batches = range(0, len(prompts), self.batch_size)
-        for start in tqdm(batches, desc="generate (transformers)", disable=len(batches) < 4):
+        # a bar from two batches on: one batch of 8 prompts x 48 tokens already takes seconds on a CPU
+        for start in tqdm(batches, desc="generate (transformers)", unit="batch", disable=len(batches) < 2):
             batch = list(prompts[start : start + self.batch_size])
             encoded = {name: tensor.to(self.model.device) for name, tensor in
                        left_padded(tokenizer, batch, pad_id).items()}

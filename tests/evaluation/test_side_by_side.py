@@ -94,7 +94,7 @@ def test_fortune_files_become_one_paragraph_per_cookie(tmp_path):
         out_of_domain_documents("xx", home=tmp_path)
 
 
-def test_score_model_names_what_the_gates_read(tiny, fixture_corpora, tmp_path):
+def test_score_model_names_what_the_gates_read(tiny, fixture_corpora, tmp_path, capsys):
     from vocadapt.pipelines.side_by_side import ItemSettings, SourceVocabulary, build_items, score_model
 
     model, tokenizer = tiny
@@ -116,9 +116,13 @@ def test_score_model_names_what_the_gates_read(tiny, fixture_corpora, tmp_path):
                             "source_model.benchmark.side_by_side_translation_en_it.chrf",
                             "source_model.generation.tokens_per_character",
                             "source_model.generation.percent_generated_new", "source_model.bpb_ood_target"}
+    # every part scored says how far it is, named for the model (minutes per model on a CPU without AMX)
+    bars = capsys.readouterr().err
+    assert "source model: cloze it" in bars and "source model: it out-of-domain bits per byte" in bars
     with_source = score_model(model, tokenizer, items, source=SourceVocabulary(tokenizer))
     # the model's own tokenizer as the source: greedy text is re-tokenized about as it was generated
     assert abs(with_source["generation.same_text_token_saving"]) < 0.5
+    assert "adapted model: cloze it" in capsys.readouterr().err
 
 
 def test_same_text_token_saving_compares_tokenizations_of_the_same_text(tiny):

@@ -258,8 +258,11 @@ def test_the_fit_reports_its_forwards_then_its_updates(tokenizer):
     fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=3, learning_rate=5e-2, positions_per_update=64),
                         progress=lambda phase, done, total: seen.append((phase, done, total)))
     phases = [phase for phase, _, _ in seen]
-    assert phases == sorted(phases, key=["hidden states", "updates"].index)  # forwards first, then updates
+    order = ["hidden states", "old rows' logits", "updates"]
+    assert phases == sorted(phases, key=order.index) and set(phases) == set(order)  # forwards, old rows, updates
     forwards = [(done, total) for phase, done, total in seen if phase == "hidden states"]
+    old_rows = [(done, total) for phase, done, total in seen if phase == "old rows' logits"]
+    assert old_rows[-1][0] == old_rows[-1][1] >= 1 and [d for d, _ in old_rows] == list(range(len(old_rows)))
     updates = [(done, total) for phase, done, total in seen if phase == "updates"]
     assert forwards[-1][0] == forwards[-1][1] >= 1 and [d for d, _ in forwards] == list(range(len(forwards)))
     assert updates[-1][0] == updates[-1][1] == len(updates) and updates[-1][1] % 3 == 0  # passes x updates a pass
@@ -271,4 +274,4 @@ def test_the_fit_reports_its_forwards_then_its_updates(tokenizer):
                             head_fit_passes=2, seed=0)
     train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings,
                hooks=LaptHooks(on_phase=lambda phase, done, total: named.append(phase)))
-    assert set(named) == {"head fit: hidden states", "head fit: updates"}
+    assert set(named) == {"head fit: hidden states", "head fit: old rows' logits", "head fit: updates"}
