@@ -52,10 +52,14 @@ def _tokenizer_dir(kind: str, vocab_size: int) -> Path:
     return out
 
 
-@lru_cache(maxsize=None)
-def expanded_tokenizer_dir(name: str, family_dir: str) -> Path:
+def expanded_tokenizer_dir(name: str, family_dir: str | Path) -> Path:
     """The family's real tokenizer expanded with the ``NEW_TOKENS`` most frequent new tokens of an Italian
     tokenizer trained like the family (``expand_with_top_k``), saved to a folder."""
+    return _expanded_tokenizer_dir(name, str(family_dir))  # a Path and its str: one cache key, one folder
+
+
+@lru_cache(maxsize=None)
+def _expanded_tokenizer_dir(name: str, family_dir: str) -> Path:
     from transformers import AutoTokenizer
 
     from vocadapt.components.tokenizers.expand import expand_with_top_k
@@ -168,7 +172,7 @@ def seeded_rows(ids, hidden: int, dtype: torch.dtype = torch.bfloat16, seed: int
                         for i in ids]) if len(ids) else torch.empty(0, hidden, dtype=dtype)
 
 
-def target_tokenizer_dir(name: str, family_dir: str, vocab_size: int = 2000) -> Path:
+def target_tokenizer_dir(name: str, family_dir: str | Path, vocab_size: int = 2000) -> Path:
     """A small Italian replacement target trained like the family (its kind, specials and chat template)."""
     # lru_cache keys ``f(a, b)`` and ``f(a, b, 2000)`` apart: a second build into the same folder was refused when
     # the initialiser and model-fit files ran in one worker (CI of a1e9731), so the cache sees the size always given

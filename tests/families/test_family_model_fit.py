@@ -51,6 +51,9 @@ def test_qwen3_tokenizer_past_the_matrix_rows_is_refused_by_init_before_any_work
     short = world.write_family_checkpoint(tmp_path / "short", "qwen3", family_tokenizers["qwen3"], hidden=HIDDEN,
                                           rows=151_000)
     target = world.target_tokenizer_dir("qwen3", str(family_tokenizers["qwen3"]))
+    # the initialiser file asks for the same folder with its size given (and may run first in this worker): one
+    # folder, trained once (two cache keys once trained it twice into one folder, and the second was refused)
+    assert world.target_tokenizer_dir("qwen3", family_tokenizers["qwen3"], 2000) == target
     out = tmp_path / "out"
     # sava with a fastText helper: the helper would be trained first if the check came late
     result = CliRunner().invoke(app, ["init", "--source-model", str(short), "--target-tokenizer", str(target),
