@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from vocadapt.components.evaluation.cloze import ClozeItem
+from vocadapt.components.metrics.bits_per_byte import length_sorted_batches
 
 
 def continuation_logprobs(model, tokenizer, pairs: Sequence[tuple[str, str]], *, batch_size: int = 8,
@@ -40,13 +41,14 @@ def continuation_logprobs(model, tokenizer, pairs: Sequence[tuple[str, str]], *,
             cut = len(ids) - max_length
             ids, first = [start, *ids[cut + 1:]], max(1, first - cut)
         rows.append((ids, first))
-    scores: list[float] = []
+    scores = [0.0] * len(rows)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    try:
-        for begin in tqdm(range(0, len(rows), batch_size), desc=progress, unit="batch", disable=progress is None):
-            batch = rows[begin:begin + batch_size]
+    try:  # longest first, each batch padded to about its own length (the demo's 96 pairs: 5,600 positions, not 7,632)
+        for indices in tqdm(length_sorted_batches([len(ids) for ids, _ in rows], batch_size), desc=progress,
+                            unit="batch", disable=progress is None):
+            batch = [rows[index] for index in indices]
             width = max(len(ids) for ids, _ in batch)
             input_ids = torch.zeros((len(batch), width), dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -58,8 +60,8 @@ def continuation_logprobs(model, tokenizer, pairs: Sequence[tuple[str, str]], *,
             logp = torch.log_softmax(logits[:, :-1], dim=-1)
             targets = input_ids[:, 1:].to(device)
             token_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            for i, (ids, first) in enumerate(batch):
-                scores.append(float(token_logp[i, first - 1:len(ids) - 1].sum()))
+            for i, (index, (ids, first)) in enumerate(zip(indices, batch)):
+                scores[index] = float(token_logp[i, first - 1:len(ids) - 1].sum())
     finally:
         model.train(was_training)
     return scores

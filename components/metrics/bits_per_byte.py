@@ -15,7 +15,10 @@ What is scored, exactly:
 
 Documents longer than ``max_length`` targets are cut into consecutive windows; each window's first prediction
 sees only the token before it (the standard non-overlapping evaluation), so long documents score slightly worse
-than with a sliding window. Windows are batched in their order with right padding that is masked out.
+than with a sliding window. Windows are batched longest first (:func:`length_sorted_batches`) with right padding
+that is masked out: in document order a short fortune shared a batch with a 128-token one and was padded to it
+(the demo's 400 out-of-domain paragraphs: 44,600 positions computed for 18,900 scored; sorted, 19,800). A
+window's loss does not depend on the others in its batch, beyond the last bits of the matrix products.
 """
 
 from __future__ import annotations
@@ -98,11 +101,13 @@ def score_documents(
         model.eval()
     try:
         with torch.inference_mode():
-            for start in tqdm(range(0, len(windows), batch_size), desc=progress, unit="batch",
+            window_nats = [0.0] * len(windows)
+            for batch in tqdm(length_sorted_batches([len(inputs) for inputs, _ in windows], batch_size), desc=progress, unit="batch",
                               disable=progress is None):
-                rows = _batch_nll_rows(model, windows[start: start + batch_size], device)
-                for owner, value in zip(owners[start: start + batch_size], rows):
-                    nats[owner] += value
+                for index, value in zip(batch, _batch_nll_rows(model, [windows[i] for i in batch], device)):
+                    window_nats[index] = value
+            for owner, value in zip(owners, window_nats):  # each document's windows added in their order
+                nats[owner] += value
     finally:
         if was_training:
             model.train()
@@ -127,6 +132,14 @@ def _windows(ids: list[int], max_length: int) -> list[tuple[list[int], list[int]
     return [(inputs[s : s + max_length], targets[s : s + max_length]) for s in range(0, len(targets), max_length)]
 
 
+def length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indices of sequences of these ``lengths`` in batches of ``batch_size``, longest first (ties in their order):
+    each batch is padded to about its own sequences' length, and the largest batch comes first, so a memory limit
+    is met at once."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 def _model_device(model) -> torch.device:
     try:
         return next(model.parameters()).device
@@ -142,8 +155,8 @@ def _summed_nll(model, windows: list[tuple[list[int], list[int]]], batch_size: i
         model.eval()
     total = 0.0
     try:
-        for start in range(0, len(windows), batch_size):
-            total += _batch_nll(model, windows[start : start + batch_size], device)
+        for batch in length_sorted_batches([len(inputs) for inputs, _ in windows], batch_size):
+            total += _batch_nll(model, [windows[i] for i in batch], device)
     finally:
         if was_training:
             model.train()

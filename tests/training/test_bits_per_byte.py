@@ -100,3 +100,44 @@ def test_bad_input_is_named(tokenizer, tiny_model):
     tokenizer_without.eos_token = None
     with pytest.raises(ValueError, match="neither a BOS nor an EOS"):
         bits_per_byte(tiny_model, tokenizer_without, ["ciao"])
+
+
+def test_batches_go_longest_first_and_hold_every_index_once():
+    from vocadapt.components.metrics.bits_per_byte import length_sorted_batches
+
+    lengths = [3, 9, 1, 9, 5, 2, 7]
+    batches = length_sorted_batches(lengths, 3)
+    assert batches == [[1, 3, 6], [4, 0, 5], [2]]  # ties keep their order
+    assert sorted(index for batch in batches for index in batch) == list(range(len(lengths)))
+    assert length_sorted_batches([], 4) == []
+
+
+class ShapeRecorder(torch.nn.Module):
+    """The tiny model, recording the (batch, width) of every forward: the positions it computed, padding included."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.shapes = model, []
+
+    def forward(self, input_ids, attention_mask=None):
+        self.shapes.append(tuple(input_ids.shape))
+        return self.model(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_documents_of_mixed_lengths_are_scored_with_less_padding_and_the_same_losses(tokenizer, tiny_model):
+    """Short and long documents alternate (fortunes): batched by length, the forwards compute fewer padded positions,
+    and each document's loss is the one it gets alone."""
+    from vocadapt.components.metrics.bits_per_byte import score_documents
+
+    docs = [ITALIAN[0] * 4 if index % 2 else word for index, word in enumerate(("Sì", "No", "Ciao", "Ecco"))]
+    recorder = ShapeRecorder(tiny_model)
+    batched = score_documents(recorder, tokenizer, docs, max_length=512, batch_size=2)  # a window a document
+    computed = sum(rows * width for rows, width in recorder.shapes)
+    in_order = 0
+    for start in range(0, len(docs), 2):  # the same documents two at a time in their order, as before
+        lengths = [len(tokenizer(doc, add_special_tokens=False)["input_ids"]) for doc in docs[start:start + 2]]
+        in_order += 2 * max(lengths)
+    assert computed < in_order
+    for doc, scored in zip(docs, batched):
+        (alone,) = score_documents(tiny_model, tokenizer, [doc], max_length=512, batch_size=1)
+        assert scored.nats == pytest.approx(alone.nats, rel=1e-5) and scored.tokens == alone.tokens
