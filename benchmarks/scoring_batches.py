@@ -76,9 +76,9 @@ def main() -> None:
     tokenizer = load_source_tokenizer(config, inputs.source_model)
     model = load_source_model(config, inputs.source_model).eval()
     counter = PositionCounter(model)
+    texts = ", ".join(f"{len(documents)} {stream} out-of-domain" for stream, documents in items.out_of_domain.items())
     print(f"{config.source.model} on {torch.get_num_threads()} threads; batch size {items.batch_size}, "
-          f"max length {items.max_length}; {', '.join(f'{len(d)} {s} out-of-domain' for s, d in items.out_of_domain.items())}, "
-          f"{len(items.cloze)} cloze items")
+          f"max length {items.max_length}; {texts}, {len(items.cloze)} cloze items")
 
     def score() -> dict[str, float]:
         scores = {}

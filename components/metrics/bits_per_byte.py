@@ -102,8 +102,8 @@ def score_documents(
     try:
         with torch.inference_mode():
             window_nats = [0.0] * len(windows)
-            for batch in tqdm(length_sorted_batches([len(inputs) for inputs, _ in windows], batch_size), desc=progress, unit="batch",
-                              disable=progress is None):
+            batches = length_sorted_batches([len(inputs) for inputs, _ in windows], batch_size)
+            for batch in tqdm(batches, desc=progress, unit="batch", disable=progress is None):
                 for index, value in zip(batch, _batch_nll_rows(model, [windows[i] for i in batch], device)):
                     window_nats[index] = value
             for owner, value in zip(owners, window_nats):  # each document's windows added in their order
