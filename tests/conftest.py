@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,24 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 FIXTURE_CORPORA = Path(__file__).parent / "fixtures" / "corpora"
+
+
+@pytest.fixture(autouse=True)
+def main_module_and_tracking_uri_kept():
+    """``sys.modules["__main__"]`` and ``MLFLOW_TRACKING_URI`` as they were before each test. Streamlit's script
+    runner (the dashboard tests' ``AppTest``) installs the app as ``__main__`` and leaves it there, and
+    ``mlflow.set_tracking_uri`` exports the variable for child processes and leaves it there; a later test in the
+    same worker that starts processes with multiprocessing's spawn (``torch.multiprocessing.spawn``, DDP) then ran
+    the dashboard in every child, against a test's MLflow server that was gone, and the children exited 1 (a
+    fresh-clone run of be3ac4b: ``test_ddp_accumulation``)."""
+    main, uri = sys.modules.get("__main__"), os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    if main is not None and sys.modules.get("__main__") is not main:
+        sys.modules["__main__"] = main
+    if uri is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = uri
 
 
 @pytest.fixture(scope="session")

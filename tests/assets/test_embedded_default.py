@@ -63,7 +63,13 @@ def test_manifest_sha256_sums_match_every_file(embedded_assets):
     assert embedded_assets.sha256(test_file) == hashlib.sha256(test_file.read_bytes()).hexdigest()
     assert manifest["corpora"]["it"]["units"]["bible-diodati"] > 30_000
     assert manifest["sources"]["bible-diodati"]["licence"] == "public domain"
-    assert load_assets(embedded_assets.home).manifest == manifest  # instant second look
+    # an instant second look: every entry the fixture read is there, unchanged. Entries may have been added since:
+    # the manifest is shared by every process on the machine, and the other pytest worker builds word vectors and
+    # dictionaries for German and Russian on demand (a fresh-clone run failed when it compared whole manifests)
+    again = load_assets(embedded_assets.home).manifest
+    for key, value in manifest.items():
+        assert (({name: again[key].get(name) for name in value} if isinstance(value, dict) else again[key])
+                == value), key
 
 
 def test_corpora_splits_follow_the_key_and_do_not_leak(embedded_assets):

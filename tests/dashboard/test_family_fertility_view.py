@@ -84,3 +84,12 @@ def test_two_families_with_one_vocabulary_are_flagged(committed):
     assert identical_sources(distinct) == []
     twin = frame[frame["family"] == "llama3_1"].assign(family="twin", display="Twin")
     assert ("Llama-3.1", "Twin") in identical_sources(pd.concat([distinct, twin]))
+
+
+def test_the_app_run_left_no_dashboard_as_main_module():
+    """Streamlit installed the app as ``__main__`` in ``test_app_shows_the_committed_matrix``; conftest's
+    ``main_module_and_tracking_uri_kept`` put pytest's back, so a later test's spawned processes (DDP) do not run
+    the dashboard."""
+    import sys
+
+    assert not str(getattr(sys.modules["__main__"], "__file__", "")).endswith("app.py")
