@@ -45,12 +45,12 @@ class PositionCounter:
     """Wraps a model's forward to count the positions it computes (batch x width, padding included)."""
 
     def __init__(self, model):
-        self.model, self.positions = model, 0
-        self._forward = model.forward
+        self.positions = 0
+        forward = model.forward
 
         def counted(*args, **kwargs):
             self.positions += int(kwargs["input_ids"].numel())
-            return self._forward(*args, **kwargs)
+            return forward(*args, **kwargs)
 
         model.forward = counted
 

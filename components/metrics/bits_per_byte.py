@@ -102,8 +102,8 @@ def score_documents(
     try:
         with torch.inference_mode():
             window_nats = [0.0] * len(windows)
-            batches = length_sorted_batches([len(inputs) for inputs, _ in windows], batch_size)
-            for batch in tqdm(batches, desc=progress, unit="batch", disable=progress is None):
+            for batch in tqdm(_window_batches(windows, batch_size), desc=progress, unit="batch",
+                              disable=progress is None):
                 for index, value in zip(batch, _batch_nll_rows(model, [windows[i] for i in batch], device)):
                     window_nats[index] = value
             for owner, value in zip(owners, window_nats):  # each document's windows added in their order
@@ -140,6 +140,11 @@ def length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
+def _window_batches(windows: list[tuple[list[int], list[int]]], batch_size: int) -> list[list[int]]:
+    """The windows' indices, batched longest first (both scorers of this module batch this way)."""
+    return length_sorted_batches([len(inputs) for inputs, _ in windows], batch_size)
+
+
 def _model_device(model) -> torch.device:
     try:
         return next(model.parameters()).device
@@ -155,7 +160,7 @@ def _summed_nll(model, windows: list[tuple[list[int], list[int]]], batch_size: i
         model.eval()
     total = 0.0
     try:
-        for batch in length_sorted_batches([len(inputs) for inputs, _ in windows], batch_size):
+        for batch in _window_batches(windows, batch_size):
             total += _batch_nll(model, [windows[i] for i in batch], device)
     finally:
         if was_training:
