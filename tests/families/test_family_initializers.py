@@ -1,16 +1,21 @@
-"""Every initialiser at a family's real width, rows and tokenizer, with the registry test's checks.
+"""Every initialiser on every family's real vocabulary, rows, padding and head, with the registry test's checks.
 
-What runs (the source matrices are seeded random bf16 at full size, ``family_surgery_world.seeded_matrix``):
+What runs (the source matrices are seeded random bf16, ``family_surgery_world.seeded_matrix``):
 
-- every registered method at each family's real shape: Mistral-7B-v0.1 (32,000 x 4,096, untied), Llama-2-7B (32,000
-  x 4,096, untied), Llama-3.1-8B (128,256 x 4,096, untied, new ids past the source rows), Qwen3-8B (151,936 x 4,096,
-  untied, new ids past its padding rows), Gemma-3-4B (262,208 x 2,560, tied, padded) and DeepSeek-V3 (129,280 x
-  7,168, untied, new ids inside its padding), each in both modes: the tokenizer expanded by 300 Italian tokens
-  (``expand_with_top_k``), and replaced by an Italian tokenizer trained like it (2,000 tokens; 8,192 for Gemma-3,
-  whose 6,415 added tokens it keeps); in memory through ``adapt_embeddings`` (the adapt pipeline's path). On the
-  first family the methods that draw random numbers run twice (same bytes). One family's matrices are held at a
-  time (DeepSeek-V3's: 3.7 GB of bf16); rows are compared as slices a block at a time. ``VOCADAPT_FAMILY_WIDTH=16``
-  runs them at hidden 16 instead, for a quick local check of the vocabularies, paddings and heads;
+- every registered method on each family: Mistral-7B-v0.1 (32,000 rows, untied), Llama-2-7B (32,000, untied),
+  Llama-3.1-8B (128,256, untied, new ids past the source rows), Qwen3-8B (151,936, untied, new ids past its padding
+  rows), Gemma-3-4B (262,208, tied, padded) and DeepSeek-V3 (129,280, untied, new ids inside its padding), each in
+  both modes: the tokenizer expanded by 300 Italian tokens (``expand_with_top_k``), and replaced by an Italian
+  tokenizer trained like it (2,000 tokens; 8,192 for Gemma-3, whose 6,415 added tokens it keeps); in memory through
+  ``adapt_embeddings`` (the adapt pipeline's path). Each test runs at a width (``WIDTHS``): ``hidden16``, the
+  family's real rows at hidden size 16 (what the vocabulary, padding, head and specials need), and ``real``, the
+  family's real hidden size too (4,096; 2,560 for Gemma-3; 7,168 for DeepSeek-V3). By default every method runs at
+  hidden 16 on every family, and at the real width every method on Llama-3.1-8B (the shape most adapted) and fvt on
+  the five others (their real matrices through the in-memory path); ``VOCADAPT_FAMILY_WIDTH=real`` runs every test
+  at the real width too (about 14 minutes of test time, against about 5 by default:
+  ``docs/benchmarks/initialisers.md``). On Llama-3.1 at its real width the methods that draw random numbers run
+  twice (same bytes). One family's matrices are held at a time (DeepSeek-V3's: 3.7 GB of bf16); rows are compared
+  as slices a block at a time;
 - the checkpoint path (``adapt_checkpoint``, streamed in bounded memory, what ``vocadapt init`` runs) on an
   embedding-only checkpoint in the family's real shape: Mistral-7B-v0.1 expanded (sava); Gemma-3 (262,208 x 2,560,
   tied, padded past 262,145 ids) replaced by an 8,192-token Italian tokenizer trained like it (random_token).
@@ -39,12 +44,13 @@ from vocadapt.components.surgery.checkpoint import CheckpointWriting
 from vocadapt.platform.families.catalogue import model_family
 
 METHODS = available_initializers()
-# Run twice at full width (same seed, same bytes): the methods that draw random numbers. The rest are functions of
-# the tokenizers and matrices, and every method's determinism is checked at small size by the registry test.
 # Gemma-3's tokenizer carries 6,415 added tokens (image soft tokens, reserved ones) that a target trained like it
 # keeps, so its target needs more than 6,671 tokens
 TARGET_SIZES = {"gemma3": 8192}
-SEEDED_DRAWS = ("random", "random_token")  # multivariate draws too, but a second 4,096-wide covariance costs ~10 s
+# Run twice at Llama-3.1's real width (same seed, same bytes): the methods that draw random numbers. The rest are
+# functions of the tokenizers and matrices, and every method's determinism is checked at small size by the registry
+# test. Multivariate draws too, but a second 4,096-wide covariance costs ~10 s.
+SEEDED_DRAWS = ("random", "random_token")
 
 
 def embedding_only_model(name: str, source_input: torch.Tensor, source_output: torch.Tensor | None):
@@ -76,20 +82,23 @@ def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
     return pairs
 
 
-# Every family's real vocabulary, rows, head and hidden size (the width of the model named in families.yaml). The
-# six families at their real width, expanded and replaced, take about 14 minutes in one process on two cores
-# (measured in parts; DeepSeek-V3's 7,168 about 3 of them); at hidden 16 about 5 (docs/benchmarks/initialisers.md).
-# VOCADAPT_FAMILY_WIDTH=16 gives that quick check.
-FAMILY_WIDTH = int(os.environ["VOCADAPT_FAMILY_WIDTH"]) if os.environ.get("VOCADAPT_FAMILY_WIDTH") else None
-TWICE_ON = "mistral_v1"
+# The widths a test runs at: "hidden16", the family's real rows at hidden size 16, and "real", its real hidden size
+# too (families.yaml's model). By default every method runs at hidden 16 on every family, every method on Llama-3.1
+# at its real width, and fvt on every family at its real width; VOCADAPT_FAMILY_WIDTH=real runs every method on every
+# family at its real width (the full run: about 14 minutes of test time on two cores, docs/benchmarks/initialisers.md).
+NARROW = 16
+EVERY_FAMILY_AT_REAL_WIDTH = os.environ.get("VOCADAPT_FAMILY_WIDTH") == "real"
+EVERY_METHOD_AT_REAL_WIDTH = "llama3_1"  # the shape most adapted: 128,256 x 4,096, untied
+AT_REAL_WIDTH_ON_EVERY_FAMILY = "fvt"
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
 def family_world(request, family_tokenizers):
-    """A family's tokenizer, the source matrices at the real shape (no LM head for a tied family), and both targets
-    with their helpers: the tokenizer expanded by 300 Italian tokens, and an Italian tokenizer trained like it (the
-    replacement). Module-scoped and parametrised: pytest runs one family's tests (expanded and replaced), drops its
-    matrices, then builds the next's, so only one family's (3.7 GB for DeepSeek-V3) are held at a time."""
+    """A family's tokenizer, both targets with their helpers (the tokenizer expanded by 300 Italian tokens, and an
+    Italian tokenizer trained like it: the replacement), each target's vocabulary plan, and ``matrices(width)``: the
+    source matrices at the family's real rows (no LM head for a tied family), built on first use. Module-scoped and
+    parametrised: pytest runs one family's tests (every width, expanded and replaced), drops its matrices, then
+    builds the next's, so only one family's (3.7 GB for DeepSeek-V3 at its real width) are held at a time."""
     from transformers import AutoTokenizer
 
     name = request.param
@@ -97,14 +106,21 @@ def family_world(request, family_tokenizers):
     expanded = world.expanded_tokenizer_dir(name, family_dir)
     replacement = world.target_tokenizer_dir(name, family_dir, TARGET_SIZES.get(name, 2000))
     family = model_family(name)
-    rows, hidden = family.vocab_rows, FAMILY_WIDTH or family.architecture["hidden_size"]
-    return dict(
-        name=name, source=AutoTokenizer.from_pretrained(family_dir),
-        targets={"expand": (AutoTokenizer.from_pretrained(str(expanded)), world.helper_model_dir(expanded)),
-                 "replace": (AutoTokenizer.from_pretrained(str(replacement)), world.helper_model_dir(replacement))},
-        input=world.seeded_matrix(rows, hidden, seed=0),
-        output=None if family.tied else world.seeded_matrix(rows, hidden, seed=1),
-    )
+    source = AutoTokenizer.from_pretrained(family_dir)
+    targets = {"expand": (AutoTokenizer.from_pretrained(str(expanded)), world.helper_model_dir(expanded)),
+               "replace": (AutoTokenizer.from_pretrained(str(replacement)), world.helper_model_dir(replacement))}
+    built: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
+
+    def matrices(width: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if width not in built:
+            hidden = family.architecture["hidden_size"] if width == "real" else NARROW
+            built[width] = (world.seeded_matrix(family.vocab_rows, hidden, seed=0),
+                            None if family.tied else world.seeded_matrix(family.vocab_rows, hidden, seed=1))
+        return built[width]
+
+    plans = {mode: plan_vocabulary(source, target, source_rows=family.vocab_rows, layout=RowLayout(mode))
+             for mode, (target, _) in targets.items()}
+    return dict(name=name, source=source, targets=targets, plans=plans, matrices=matrices)
 
 
 def _adapt(name: str, method: str, mode: str, source_input, source_output, source, target, helper_dir):
@@ -187,39 +203,62 @@ def check_adapted(model, plan, source_input, source_output, source, target):
         assert (target.bos_token_id, target.eos_token_id) == (source.bos_token_id, source.eos_token_id)
 
 
-def _adapt_family(family_world, method: str, mode: str):
-    """(the adapted embedding-only model, its plan) for one method on the family's ``mode`` target."""
+def _adapt_family(family_world, method: str, mode: str, width: str):
+    """The embedding-only model adapted by one method to the family's ``mode`` target at ``width``."""
     target, helper_dir = family_world["targets"][mode]
-    source, source_input = family_world["source"], family_world["input"]
-    model = _adapt(family_world["name"], method, mode, source_input, family_world["output"], source, target,
-                   helper_dir)
-    return model, plan_vocabulary(source, target, source_rows=source_input.shape[0], layout=RowLayout(mode))
+    source_input, source_output = family_world["matrices"](width)
+    return _adapt(family_world["name"], method, mode, source_input, source_output, family_world["source"], target,
+                  helper_dir)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_every_method_at_the_real_shape_expanded(method, family_world):
-    name, source, (target, _) = family_world["name"], family_world["source"], family_world["targets"]["expand"]
-    model, plan = _adapt_family(family_world, method, "expand")
-    assert len(plan.new_target_ids) == len(target) - len(source) > 250
-    check_adapted(model, plan, family_world["input"], family_world["output"], source, target)
-    if method not in SEEDED_DRAWS or name != TWICE_ON:
+def check_method(family_world, method: str, mode: str, width: str, *, twice: bool = False) -> None:
+    """One method adapted to the family's ``mode`` target at ``width``, checked (``check_adapted``; in expansion
+    every source token kept, in replacement the matrices cut to the target's size); ``twice``: adapted again, the
+    same new rows bit for bit."""
+    name, source, (target, _) = family_world["name"], family_world["source"], family_world["targets"][mode]
+    plan = family_world["plans"][mode]
+    if mode == "expand":
+        assert len(plan.new_target_ids) == len(target) - len(source) > 250
+    else:
+        assert plan.rows == len(target) == TARGET_SIZES.get(name, 2000) < len(source)
+        assert 0 < len(plan.new_target_ids) < len(target) and len(plan.target_to_source) > 100
+    model = _adapt_family(family_world, method, mode, width)
+    check_adapted(model, plan, *family_world["matrices"](width), source, target)
+    if not twice:
         return
     first = (model.get_input_embeddings().weight[plan.new_target_ids], model.get_output_embeddings().weight[plan.new_target_ids])
     del model  # the second run's matrices replace the first's
-    again, _ = _adapt_family(family_world, method, "expand")
+    again = _adapt_family(family_world, method, mode, width)
     assert torch.equal(again.get_input_embeddings().weight[plan.new_target_ids], first[0])
     assert torch.equal(again.get_output_embeddings().weight[plan.new_target_ids], first[1])
 
 
+@pytest.mark.parametrize("mode", ("expand", "replace"))
 @pytest.mark.parametrize("method", METHODS)
-def test_every_method_at_the_real_shape_replaced(method, family_world):
-    """The family's vocabulary replaced by an Italian tokenizer trained like it (2,000 tokens; 8,192 for Gemma-3):
-    the matrices shrink to the target's size, shared tokens bring their source rows, specials keep theirs."""
-    name, source, (target, _) = family_world["name"], family_world["source"], family_world["targets"]["replace"]
-    model, plan = _adapt_family(family_world, method, "replace")
-    assert plan.rows == len(target) == TARGET_SIZES.get(name, 2000) < len(source)
-    assert 0 < len(plan.new_target_ids) < len(target) and len(plan.target_to_source) > 100
-    check_adapted(model, plan, family_world["input"], family_world["output"], source, target)
+def test_every_method_on_every_family(method, mode, family_world):
+    """Expanded: every source token keeps its id and rows, 300 Italian tokens get new ones. Replaced by an Italian
+    tokenizer trained like the family's (2,000 tokens; 8,192 for Gemma-3): the matrices shrink to the target's
+    size, shared tokens bring their source rows, specials keep theirs. At hidden 16 (the real width with
+    VOCADAPT_FAMILY_WIDTH=real)."""
+    check_method(family_world, method, mode, "real" if EVERY_FAMILY_AT_REAL_WIDTH else "hidden16")
+
+
+@pytest.mark.skipif(EVERY_FAMILY_AT_REAL_WIDTH, reason="test_every_method_on_every_family runs at the real width")
+@pytest.mark.parametrize("mode", ("expand", "replace"))
+def test_each_family_at_its_real_width(mode, family_world):
+    """fvt on the family's real matrices (DeepSeek-V3's 129,280 x 7,168 untied, Gemma-3's 262,208 x 2,560 tied):
+    the real shape through the in-memory path, rows compared bit for bit."""
+    check_method(family_world, AT_REAL_WIDTH_ON_EVERY_FAMILY, mode, "real")
+
+
+@pytest.mark.skipif(EVERY_FAMILY_AT_REAL_WIDTH, reason="test_every_method_on_every_family runs at the real width")
+@pytest.mark.parametrize("mode", ("expand", "replace"))
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("family_world", [EVERY_METHOD_AT_REAL_WIDTH], indirect=True)
+def test_every_method_at_llama3_1s_real_width(method, mode, family_world):
+    """Every method on Llama-3.1-8B's real matrices (128,256 x 4,096, untied, new ids past the source rows); those
+    that draw random numbers run twice in expansion (same bytes)."""
+    check_method(family_world, method, mode, "real", twice=mode == "expand" and method in SEEDED_DRAWS)
 
 
 def check_checkpoint(out, record, name: str, source, target, mode: str):
