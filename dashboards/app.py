@@ -109,11 +109,18 @@ def _series(table: pd.DataFrame, column: str) -> pd.Series:
     return table["run"] + ": " + table[column]
 
 
-def _fertility(adapt: pd.DataFrame) -> None:
-    st.header("Fertility per tokenizer and language")
-    table = data.fertility_table(adapt)
+def _section(title: str, table: pd.DataFrame, when_empty: str) -> bool:
+    """A section's header, and whether its ``table`` has rows to show; an empty one says ``when_empty`` instead."""
+    st.header(title)
     if table.empty:
-        st.info("No fertility metrics in the selected runs.")
+        st.info(when_empty)
+        return False
+    return True
+
+
+def _fertility(adapt: pd.DataFrame) -> None:
+    table = data.fertility_table(adapt)
+    if not _section("Fertility per tokenizer and language", table, "No fertility metrics in the selected runs."):
         return
     measures = sorted(table["measure"].unique())
     measure = st.selectbox("Measure", measures,
@@ -129,10 +136,9 @@ def _fertility(adapt: pd.DataFrame) -> None:
 
 
 def _bits_per_byte(methods: pd.DataFrame, adapt: pd.DataFrame) -> None:
-    st.header("Bits per byte: step 0 and after LAPT (lower is better)")
     table = data.bits_per_byte_table(methods, adapt)
-    if table.empty:
-        st.info("No bits-per-byte metrics in the selected runs.")
+    if not _section("Bits per byte: step 0 and after LAPT (lower is better)", table,
+                    "No bits-per-byte metrics in the selected runs."):
         return
     stages = list(data.BPB_STAGES.values())
     models = list(dict.fromkeys(table.sort_values("stage", key=lambda s: s.map(stages.index))["model"]))
@@ -167,10 +173,8 @@ def _per_language(methods: pd.DataFrame, adapt: pd.DataFrame) -> None:
 
 
 def _curves(client, methods: pd.DataFrame) -> None:
-    st.header("Training curves")
     curves = data.loss_curves(client, methods)
-    if curves.empty:
-        st.info("No training curves (LAPT did not run, or logged no steps).")
+    if not _section("Training curves", curves, "No training curves (LAPT did not run, or logged no steps)."):
         return
     options = sorted(curves["metric"].unique())
     losses = [option for option in options if option.endswith("loss")]
@@ -184,10 +188,8 @@ def _curves(client, methods: pd.DataFrame) -> None:
 
 
 def _benchmarks(evaluations: pd.DataFrame) -> None:
-    st.header("Benchmark scores")
     table = data.benchmark_table(evaluations)
-    if table.empty:
-        st.info("No evaluation runs selected: run `vocadapt evaluate --model ...`.")
+    if not _section("Benchmark scores", table, "No evaluation runs selected: run `vocadapt evaluate --model ...`."):
         return
     best = data.best_per_column(table)
     st.dataframe(table.style.highlight_max(axis=0, color="#a5d6a7").format("{:.4f}"))
@@ -197,10 +199,9 @@ def _benchmarks(evaluations: pd.DataFrame) -> None:
 
 
 def _throughput(evaluations: pd.DataFrame) -> None:
-    st.header("Generation throughput and speed-up")
     table = data.throughput_table(evaluations)
-    if table.empty:
-        st.info("No generation measurements in the selected evaluation runs.")
+    if not _section("Generation throughput and speed-up", table,
+                    "No generation measurements in the selected evaluation runs."):
         return
     st.dataframe(table)
     shown = table.assign(series=lambda t: _series(t, "model"))
@@ -217,10 +218,8 @@ def _throughput(evaluations: pd.DataFrame) -> None:
 
 
 def _parameters(evaluations: pd.DataFrame) -> None:
-    st.header("Parameter counts")
     table = data.parameter_table(evaluations)
-    if table.empty:
-        st.info("No parameter counts in the selected evaluation runs.")
+    if not _section("Parameter counts", table, "No parameter counts in the selected evaluation runs."):
         return
     st.dataframe(table)
 
@@ -247,10 +246,10 @@ def _similarity(client, evaluations: pd.DataFrame) -> None:
 
 
 def _corpus_expectations(client, runs: pd.DataFrame) -> None:
-    st.header("Corpus expectations (great-expectations suite)")
     table = data.expectation_table(client, runs)
-    if table.empty:
-        st.info("No corpus expectation results in the selected runs (runs recorded before the suite ran have none).")
+    if not _section("Corpus expectations (great-expectations suite)", table,
+                    "No corpus expectation results in the selected runs (runs recorded before the suite ran have "
+                    "none)."):
         return
     for label, group in table.groupby("run", sort=False):
         met = int(group["success"].sum())
@@ -263,10 +262,10 @@ def _corpus_expectations(client, runs: pd.DataFrame) -> None:
 
 
 def _energy(runs: pd.DataFrame) -> None:
-    st.header("Energy and CO2 (codecarbon)")
     table = data.energy_table(runs)
-    if table.empty:
-        st.info("No energy measured in the selected runs (recorded before codecarbon, or with tracking.energy off).")
+    if not _section("Energy and CO2 (codecarbon)", table,
+                    "No energy measured in the selected runs (recorded before codecarbon, or with tracking.energy "
+                    "off)."):
         return
     for row in table[table["stage"] == "total"].itertuples():
         st.markdown(f"`{row.run}`: **{_milli(row.kwh)} Wh**, **{_milli(row.kg_co2eq)} g CO2eq** on the "
@@ -298,11 +297,10 @@ def _language_matrix(client, everything: data.ExperimentRuns) -> None:
             st.caption("A language matrix (`vocadapt languages`) is in experiment "
                        + ", ".join(f"`{name}`" for name in elsewhere) + ": pick it in the sidebar.")
         return
-    st.header("Language matrix: source vs target vs expanded tokenizer per language")
     chosen = st.sidebar.multiselect("Language matrix runs", list(matrices["label"]), list(matrices["label"]))
     table = data.language_matrix_table(everything.of_kind("language"), matrices[matrices["label"].isin(chosen)])
-    if table.empty:
-        st.info("No language rows in the selected matrix runs.")
+    if not _section("Language matrix: source vs target vs expanded tokenizer per language", table,
+                    "No language rows in the selected matrix runs."):
         return
     order = list(table.sort_values("parity.source", ascending=False)["row"])  # hardest language for SmolLM2 first
     long = data.language_matrix_long(table)
@@ -344,12 +342,11 @@ def _leaderboard(everything: data.ExperimentRuns) -> None:
     runs = everything.of_kind("leaderboard")
     if runs.empty:
         return
-    st.header("Initialiser leaderboard: zero-shot bits per byte (lower is better)")
     finished = _finished(runs)
     chosen = st.sidebar.multiselect("Leaderboard runs", list(runs["label"]), finished[-1:])
     table = data.leaderboard_table(runs[runs["label"].isin(chosen)])
-    if table.empty:
-        st.info("No leaderboard metrics in the selected runs.")
+    if not _section("Initialiser leaderboard: zero-shot bits per byte (lower is better)", table,
+                    "No leaderboard metrics in the selected runs."):
         return
     streams = [column for column in table.columns if column.startswith("bpb_")]  # bpb_target_<code>: a language each
     long = table.melt(id_vars=["run", "method", "rank"], value_vars=streams,
@@ -367,10 +364,8 @@ def _leaderboard(everything: data.ExperimentRuns) -> None:
 
 
 def _registry(client) -> None:
-    st.header("Registered models")
     table = data.registered_models(client)
-    if table.empty:
-        st.info("No registered models.")
+    if not _section("Registered models", table, "No registered models."):
         return
     st.dataframe(table)
     lineage = [column for column in table.columns if column not in ("model", "version", "aliases", "run_id")]

@@ -97,3 +97,18 @@ def mlflow_runs(db: Path) -> dict[str, str]:
     client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     return {run.info.run_name: run.info.status for run in client.search_runs(experiments)}
+
+
+def assert_no_mlflow_run(cwd: Path, *, registry: bool = True) -> None:
+    """A refused command opened no MLflow run in ``cwd``'s store (``mlflow.db``, if the command created one) and,
+    with ``registry``, registered no model."""
+    db = cwd / "mlflow.db"
+    if not db.exists():
+        return
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert not client.search_runs(experiments), "a run was opened"
+    if registry:
+        assert not client.search_registered_models(), "the registry changed"

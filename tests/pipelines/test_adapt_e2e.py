@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.pipelines.bad_input_world import assert_no_mlflow_run
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 from vocadapt.cli.app import app
 
@@ -197,16 +198,6 @@ def test_bad_corpus_fails_before_training(tmp_path, tiny_model, corpora, monkeyp
     _no_output_no_registry(tmp_path)
 
 
-def _no_mlflow_run(tmp_path: Path) -> None:
-    db = tmp_path / "mlflow.db"
-    if db.exists():
-        import mlflow
-
-        client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
-        experiments = [e.experiment_id for e in client.search_experiments()]
-        assert not client.search_runs(experiments), "a run was opened"
-
-
 @pytest.mark.parametrize(
     "case, expectation, fix",
     [
@@ -234,7 +225,7 @@ def test_corpus_failing_an_expectation_stops_before_anything_is_written(tmp_path
     assert "corpus expectation failed: target training" in output and expectation in output and fix in output
     assert "source-language" not in output.split("corpus expectation failed")[1]  # only the failing corpus is named
     _no_output_no_registry(tmp_path)
-    _no_mlflow_run(tmp_path)
+    assert_no_mlflow_run(tmp_path, registry=False)
 
 
 def test_assets_not_built(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.pipelines.bad_input_world import assert_no_mlflow_run
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 from vocadapt.cli.app import app
 
@@ -82,17 +83,6 @@ def _custom_code(source: Path, folder: Path, marker: Path) -> Path:
     return folder
 
 
-def _no_mlflow_run_no_registry(cwd: Path) -> None:
-    db = cwd / "mlflow.db"
-    if db.exists():
-        import mlflow
-
-        client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
-        experiments = [e.experiment_id for e in client.search_experiments()]
-        assert not client.search_runs(experiments), "a run was opened"
-        assert not client.search_registered_models()
-
-
 def _refused(result, *named: str) -> None:
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
@@ -117,7 +107,7 @@ def _nothing_written(cwd: Path) -> None:
     assert not (cwd / "out").exists()
     runs = cwd / "runs"
     assert not runs.exists() or not any(runs.iterdir()), list(runs.rglob("*"))
-    _no_mlflow_run_no_registry(cwd)
+    assert_no_mlflow_run(cwd)
 
 
 # ---- 1. never destroy a user's data
@@ -141,7 +131,7 @@ def test_second_adapt_without_overwrite_is_refused_and_keeps_the_earlier_results
     assert (earlier / "my-notes.txt").read_text() == "mine"
     assert (earlier / "fvt" / "model" / "model.safetensors").read_bytes() == b"earlier model"
     assert sorted(p.name for p in earlier.parent.iterdir()) == ["it"]  # no staging folder
-    _no_mlflow_run_no_registry(tmp_path)
+    assert_no_mlflow_run(tmp_path)
 
 
 @pytest.mark.parametrize("failure", [RuntimeError, KeyboardInterrupt])

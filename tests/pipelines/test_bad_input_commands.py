@@ -18,7 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.pipelines.bad_input_record import record_case
-from tests.pipelines.bad_input_world import INIT, TRAIN, World, adapt, cli, config, world  # noqa: F401 (fixture)
+from tests.pipelines.bad_input_world import (INIT, TRAIN, World, adapt, assert_no_mlflow_run, cli, config,  # noqa: F401
+                                             world)  # world: the fixture
 from vocadapt.cli.app import app
 
 pytestmark = pytest.mark.timeout(600)
@@ -345,17 +346,6 @@ def _logs() -> set[str]:
     return {path.name for path in logs_dir().glob("*.log")}
 
 
-def _no_mlflow_run_no_registry(cwd: Path) -> None:
-    db = cwd / "mlflow.db"
-    if db.exists():
-        import mlflow
-
-        client = mlflow.tracking.MlflowClient(f"sqlite:///{db}")
-        experiments = [e.experiment_id for e in client.search_experiments()]
-        assert not client.search_runs(experiments), "a run was opened"
-        assert not client.search_registered_models(), "the registry changed"
-
-
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_bad_input_is_refused_naming_the_input_and_leaves_nothing(case: Case, world: World, tmp_path: Path,
                                                                   monkeypatch):
@@ -378,7 +368,7 @@ def test_bad_input_is_refused_naming_the_input_and_leaves_nothing(case: Case, wo
     for name in case.named:
         assert " ".join(name.format(w=world, cwd=cwd).split()) in output, (name, output)
     assert _files(cwd) == before, sorted(_files(cwd) - before)  # no folder, no file, no store
-    _no_mlflow_run_no_registry(cwd)
+    assert_no_mlflow_run(cwd)
     assert _logs() == logs_before  # a refusal, not an internal error (whose traceback goes to a log)
 
 
