@@ -123,19 +123,6 @@ def family_world(request, family_tokenizers):
     return dict(name=name, source=source, targets=targets, plans=plans, matrices=matrices)
 
 
-def _adapt(name: str, method: str, mode: str, source_input, source_output, source, target, helper_dir):
-    from vocadapt.components.helpers import resolve_helper
-
-    helper = None
-    if get_initializer(method).needs_helper:
-        helper = resolve_helper(f"model:{helper_dir}", target_tokenizer=target)
-    model = embedding_only_model(name, source_input, source_output)
-    adapt_embeddings(model, Initialisation(method, options=OPTIONS.get(method), seed=3, helper=helper,
-                                           corpus_files=[world.italian_corpus_file()]),
-                     source_tokenizer=source, target_tokenizer=target, layout=RowLayout(mode))
-    return model
-
-
 CHECK_ROWS = 8192  # rows compared at once: whole-matrix gathers at Llama-3.1's shape would add GBs to the peak
 
 
@@ -204,11 +191,21 @@ def check_adapted(model, plan, source_input, source_output, source, target):
 
 
 def _adapt_family(family_world, method: str, mode: str, width: str):
-    """The embedding-only model adapted by one method to the family's ``mode`` target at ``width``."""
+    """The embedding-only model adapted by one method to the family's ``mode`` target at ``width``, given the
+    overlap and new ids as the adapt pipeline gives them (``Recipe``: the fixture's plan, computed once)."""
+    from vocadapt.components.helpers import resolve_helper
+
     target, helper_dir = family_world["targets"][mode]
-    source_input, source_output = family_world["matrices"](width)
-    return _adapt(family_world["name"], method, mode, source_input, source_output, family_world["source"], target,
-                  helper_dir)
+    plan = family_world["plans"][mode]
+    helper = None
+    if get_initializer(method).needs_helper:
+        helper = resolve_helper(f"model:{helper_dir}", target_tokenizer=target)
+    model = embedding_only_model(family_world["name"], *family_world["matrices"](width))
+    adapt_embeddings(model, Initialisation(method, options=OPTIONS.get(method), seed=3, helper=helper,
+                                           corpus_files=[world.italian_corpus_file()]),
+                     source_tokenizer=family_world["source"], target_tokenizer=target,
+                     layout=RowLayout(mode, target_to_source=plan.target_to_source, new_target_ids=plan.new_target_ids))
+    return model
 
 
 def check_method(family_world, method: str, mode: str, width: str, *, twice: bool = False) -> None:
