@@ -108,7 +108,10 @@ def test_benchmarks_can_be_required():
 
 @settings(max_examples=40, deadline=None)
 @given(target=st.floats(0.5, 4.0), source=st.floats(0.5, 2.0), fertility=st.floats(0.5, 3.0),
-       margin=st.floats(0.0, 0.5), reduction=st.floats(0.0, 0.9), absolute=st.booleans())
+       margin=st.one_of(st.just(0.0), st.floats(1e-9, 0.5)),
+       # no tiny non-zero fractions: 2.0 - 2.4e-277 * 2.0 rounds to 2.0, and the gate's own form of the inequality
+       # (difference against the bound) then decides the other way than this test's (found in a full run)
+       reduction=st.one_of(st.just(0.0), st.floats(1e-9, 0.9)), absolute=st.booleans())
 def test_each_gate_passes_exactly_when_its_inequality_holds(target, source, fertility, margin, reduction, absolute):
     kind = "absolute" if absolute else "relative"
     gates = _point(target_bpb={kind: margin}, source_bpb={kind: margin},
