@@ -7,11 +7,11 @@ What runs (the source matrices are seeded random bf16, ``family_surgery_world.se
   rows), Gemma-3-4B (262,208, tied, padded) and DeepSeek-V3 (129,280, untied, new ids inside its padding), each in
   both modes: the tokenizer expanded by 300 Italian tokens (``expand_with_top_k``), and replaced by an Italian
   tokenizer trained like it (2,000 tokens; 8,192 for Gemma-3, whose 6,415 added tokens it keeps); in memory through
-  ``adapt_embeddings`` (the adapt pipeline's path). Each test runs at a width (``WIDTHS``): ``hidden16``, the
+  ``adapt_embeddings`` (the adapt pipeline's path). Each test runs at a width: ``hidden16``, the
   family's real rows at hidden size 16 (what the vocabulary, padding, head and specials need), and ``real``, the
   family's real hidden size too (4,096; 2,560 for Gemma-3; 7,168 for DeepSeek-V3). By default every method runs at
   hidden 16 on every family, and at the real width every method on Llama-3.1-8B (the shape most adapted) and fvt on
-  the five others (their real matrices through the in-memory path); ``VOCADAPT_FAMILY_WIDTH=real`` runs every test
+  every family (their real matrices through the in-memory path); ``VOCADAPT_FAMILY_WIDTH=real`` runs every test
   at the real width too (about 14 minutes of test time, against about 5 by default:
   ``docs/benchmarks/initialisers.md``). On Llama-3.1 at its real width the methods that draw random numbers run
   twice (same bytes). One family's matrices are held at a time (DeepSeek-V3's: 3.7 GB of bf16); rows are compared
