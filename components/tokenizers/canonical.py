@@ -12,8 +12,8 @@ Nothing here decodes a single token: the forms come from the backend's vocabular
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from vocadapt.components.tokenizers._backend import (
     BYTE_PIECE,
@@ -28,9 +28,10 @@ from vocadapt.components.tokenizers._backend import (
 SPECIAL_ROLES = ("bos", "eos", "pad", "unk")
 
 
-@dataclass(frozen=True)
-class CanonicalToken:
-    """A token as bytes plus a word-start flag; special tokens (``<s>``, ``<|im_end|>``) are their content's bytes."""
+class CanonicalToken(NamedTuple):
+    """A token as bytes plus a word-start flag; special tokens (``<s>``, ``<|im_end|>``) are their content's bytes.
+    A named tuple (immutable, hashable): a 262K vocabulary builds one per id, three times faster than a frozen
+    dataclass."""
 
     data: bytes
     word_start: bool
@@ -48,11 +49,21 @@ def _from_bytes(raw: bytes, special: bool = False) -> CanonicalToken:
     return CanonicalToken(raw, False, special)
 
 
+@lru_cache(maxsize=1)
+def _bytelevel_translation() -> dict[int, str]:
+    """``str.translate`` table: each character of the byte alphabet to the Latin-1 character of its byte, and every
+    other character below 256 to U+FFFF (not Latin-1), so a piece outside the alphabet fails to encode as Latin-1."""
+    table = {code: "\uffff" for code in range(256)}
+    table.update({ord(character): chr(byte) for character, byte in unicode_to_bytes().items()})
+    return table
+
+
 def _bytelevel_bytes(piece: str) -> bytes:
-    alphabet = unicode_to_bytes()
-    if all(character in alphabet for character in piece):
-        return bytes(alphabet[character] for character in piece)
-    return piece.encode("utf-8")  # a piece outside the byte alphabet is stored as its own text
+    # one C-level pass per piece instead of a dict lookup per character: a 262K vocabulary is read in ~0.3 s
+    try:
+        return piece.translate(_bytelevel_translation()).encode("latin-1")
+    except UnicodeEncodeError:
+        return piece.encode("utf-8")  # a piece outside the byte alphabet is stored as its own text
 
 
 def canonical_piece(piece: str, scheme: Scheme) -> CanonicalToken:
@@ -60,7 +71,7 @@ def canonical_piece(piece: str, scheme: Scheme) -> CanonicalToken:
     if scheme.spelling == "bytelevel":
         return _from_bytes(_bytelevel_bytes(piece))
     if scheme.spelling == "metaspace":
-        match = BYTE_PIECE.match(piece) if scheme.byte_fallback else None
+        match = BYTE_PIECE.match(piece) if scheme.byte_fallback and piece.startswith("<0x") else None
         if match:
             return _from_bytes(bytes([int(match.group(1), 16)]))
         return _from_bytes(piece.replace(METASPACE, " ").encode("utf-8"))
@@ -105,11 +116,10 @@ def _analyse(tokenizer: Any) -> tuple[tuple[CanonicalToken | None, ...], frozens
     vocab = backend.get_vocab(with_added_tokens=False)
     added = backend.get_added_tokens_decoder()
     forms: list[CanonicalToken | None] = [None] * (max([*vocab.values(), *added.keys(), -1]) + 1)
-    byte_pieces = set()
     for piece, token_id in vocab.items():
         forms[token_id] = canonical_piece(piece, scheme)
-        if scheme.byte_fallback and scheme.spelling == "metaspace" and BYTE_PIECE.match(piece):
-            byte_pieces.add(token_id)
+    byte_pieces = {token_id for piece, token_id in vocab.items() if piece.startswith("<0x") and BYTE_PIECE.match(piece)
+                   } if scheme.byte_fallback and scheme.spelling == "metaspace" else set()
     for token_id, added_token in added.items():
         content = added_token.content.encode("utf-8")
         forms[token_id] = CanonicalToken(content, False, True) if added_token.special else _from_bytes(content)
