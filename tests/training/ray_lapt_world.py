@@ -54,10 +54,13 @@ def lapt_inputs(world: Path, name: str, **overrides: Any) -> dict[str, Any]:
 
 
 def hooked_train_loop(after_step: Callable[[int], None],
-                      on_start: Callable[[], None] | None = None) -> Callable[[dict], None]:
+                      on_start: Callable[[], None] | None = None,
+                      losses: str | None = None) -> Callable[[dict], None]:
     """The production train loop (``lapt_worker``), calling ``on_start()`` in each worker as it starts and
-    ``after_step(done)`` after each optimizer step (after the loop's own step hook). A closure, so Ray's cloudpickle
-    sends it (and the closures it holds) by value instead of by a module path the workers would have to import."""
+    ``after_step(done)`` after each optimizer step (after the loop's own step hook); with ``losses`` (a file), rank 0
+    appends ``{"attempt": its pid, "step", "loss"}`` there after each step, before ``after_step``. A closure, so Ray's
+    cloudpickle sends it (and the closures it holds) by value instead of by a module path the workers would have to
+    import."""
 
     def train_loop(config: dict) -> None:
         from vocadapt.components import training
@@ -70,6 +73,8 @@ def hooked_train_loop(after_step: Callable[[int], None],
         def hooked_train_lapt(*args, hooks, **kwargs):
             def hook(done: int, metrics: dict) -> None:
                 hooks.on_step(done, metrics)
+                if losses is not None:
+                    _record_loss(losses, done, metrics)
                 after_step(done)
 
             return train_lapt(*args, hooks=dataclasses.replace(hooks, on_step=hook), **kwargs)
@@ -100,3 +105,24 @@ def kill_once(rank: int, step: int, marker: str, pause: float = 0.0) -> Callable
             os.kill(os.getpid(), 9)
 
     return after_step
+
+
+def _record_loss(losses: str, done: int, metrics: dict) -> None:
+    """Rank 0 appends this step's loss to ``losses`` (one JSON line, with its process id as the attempt)."""
+    import os
+
+    import ray.train
+
+    if ray.train.get_context().get_world_rank() == 0:
+        with open(losses, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"attempt": os.getpid(), "step": done, "loss": float(metrics["loss"])}) + "\n")
+
+
+def losses_by_attempt(losses: Path) -> list[dict[int, float]]:
+    """The losses ``hooked_train_loop(losses=...)`` recorded: {step: loss} for each attempt, in order."""
+    attempts: dict[int, dict[int, float]] = {}
+    for line in losses.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        attempts.setdefault(record["attempt"], {})[record["step"]] = record["loss"]
+    return list(attempts.values())
+
