@@ -1,6 +1,8 @@
 """`vocadapt lapt` with a distillation objective on Ray Train: the teacher is the config's source model with its own
-tokenizer, the student a model with another tokenizer; every term reaches MLflow. A missing teacher is refused
-before any run. One worker-group start."""
+tokenizer, the student a model with another tokenizer; every term reaches MLflow. `vocadapt adapt` distils each
+method from the source model through the same LAPT request, in its own process (``lapt.runner: in_process``: the
+teacher's way to Ray's workers is the first test's). A missing teacher is refused before any run. One worker-group
+start."""
 
 from __future__ import annotations
 
@@ -75,12 +77,11 @@ def test_vocadapt_adapt_distils_each_method_from_the_source_model(tmp_path, fixt
     from vocadapt.cli.app import app
 
     _, uri, options = _setup(tmp_path, fixture_corpora, monkeypatch, **{
-        "lapt.objective": "clm+distill", "init.methods": "[fvt]", "tracking.register_best": "false"})
-    try:
-        result = CliRunner().invoke(app, ["adapt", *options], catch_exceptions=False)
-    finally:
-        ray.shutdown()
+        "lapt.objective": "clm+distill", "init.methods": "[fvt]", "tracking.register_best": "false",
+        "lapt.runner": "in_process"})
+    result = CliRunner().invoke(app, ["adapt", *options], catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    assert not ray.is_initialized()  # no cluster was started for it
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("tiny-e2e").experiment_id])
     (child,) = [run for run in runs if run.info.run_name.endswith("/fvt")]
