@@ -20,9 +20,10 @@ CONFIG = ROOT / "configs" / "italian-german-russian-smollm2-multilingual.yaml"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 # the demo configs' minimal sizes with 4 side-by-side items (with the demo configs' 2, German's "generated tokens
 # per character" gate had no upper bound: its interval needs more items) and 5,000 tokenizer lines per language;
-# LAPT in the test's process (the demo config's test runs it on Ray Train: tests/pipelines/test_demo_configs.py)
+# LAPT in the test's process (the demo config's test runs it on Ray Train: tests/pipelines/test_demo_configs.py);
+# no equal-content decode (nothing here reads it; tests/multilingual/test_adapt_languages.py checks it per language)
 MINIMAL = DEMO_MINIMAL | {"evaluation.side_by_side_items": "4", "tokenizer.max_training_lines": "5000",
-                          "lapt.runner": "in_process"}
+                          "lapt.runner": "in_process", "evaluation.equal_content_characters": "0"}
 PER_LANGUAGE_GATES = ("target bits per byte", "target fertility", "generated tokens per character",
                       "generated tokens saved on the same text")
 

@@ -106,8 +106,10 @@ def test_demo_expand_config_at_minimal_size(embedded_assets, tmp_path, monkeypat
 # benchmark 24%, held-out bits per byte 14%, the equal-content decode 9%, for the source and five methods).
 # Its five LAPT fits run in the test's process (lapt.runner in_process): the expand config's run above is the
 # suite's end-to-end run of LAPT on Ray Train inside `adapt`, and each fit's worker group took 46 to 119 s to start.
+# No equal-content decode either (nothing here reads it; the expand config's run above decodes, and
+# tests/pipelines/test_adapt_e2e.py checks its figures): token by token for the source and five methods, it was 12 s.
 FIVE_METHODS_MINIMAL = MINIMAL | {"evaluation.side_by_side_items": "1", "init.helper": "fasttext:max_lines=2000",
-                                  "lapt.runner": "in_process"}
+                                  "lapt.runner": "in_process", "evaluation.equal_content_characters": "0"}
 
 
 def test_five_initialiser_config_at_minimal_size(embedded_assets, tmp_path, monkeypatch):
