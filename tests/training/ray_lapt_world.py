@@ -125,4 +125,3 @@ def losses_by_attempt(losses: Path) -> list[dict[int, float]]:
         record = json.loads(line)
         attempts.setdefault(record["attempt"], {})[record["step"]] = record["loss"]
     return list(attempts.values())
-
