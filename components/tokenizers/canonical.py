@@ -59,7 +59,8 @@ def _bytelevel_translation() -> dict[int, str]:
 
 
 def _bytelevel_bytes(piece: str) -> bytes:
-    # one C-level pass per piece instead of a dict lookup per character: a 262K vocabulary is read in ~0.3 s
+    # one C-level pass per piece instead of a dict lookup per character (with the named tuple, Llama-3.1's 128,256
+    # forms in 0.6 s instead of 0.9 s)
     try:
         return piece.translate(_bytelevel_translation()).encode("latin-1")
     except UnicodeEncodeError:
@@ -118,8 +119,10 @@ def _analyse(tokenizer: Any) -> tuple[tuple[CanonicalToken | None, ...], frozens
     forms: list[CanonicalToken | None] = [None] * (max([*vocab.values(), *added.keys(), -1]) + 1)
     for piece, token_id in vocab.items():
         forms[token_id] = canonical_piece(piece, scheme)
-    byte_pieces = {token_id for piece, token_id in vocab.items() if piece.startswith("<0x") and BYTE_PIECE.match(piece)
-                   } if scheme.byte_fallback and scheme.spelling == "metaspace" else set()
+    byte_pieces = set()
+    if scheme.byte_fallback and scheme.spelling == "metaspace":
+        byte_pieces = {token_id for piece, token_id in vocab.items()
+                       if piece.startswith("<0x") and BYTE_PIECE.match(piece)}
     for token_id, added_token in added.items():
         content = added_token.content.encode("utf-8")
         forms[token_id] = CanonicalToken(content, False, True) if added_token.special else _from_bytes(content)
