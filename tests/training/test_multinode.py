@@ -6,9 +6,9 @@ different nodes. Checkpoints go to a real S3 endpoint (moto's server) and metric
 HTTP. After the step-2 checkpoint is registered, rank 1's node is killed whole (its ``ray start`` process group:
 raylet and workers); a replacement node is started, Ray Train restarts the group there and every worker resumes
 from the step-2 checkpoint in the bucket. The resumed run's curve is the first attempt's where the two overlap: steps
-1-2 carried in the checkpoint and step 3 computed again to the same loss (the same weights, optimizer state, schedule
-and data position as before the loss; test_ray_lapt.py compares a killed run with an uninterrupted one), and the
-one MLflow run holds each step once. ``infra/README.md`` shows the same steps on a real cluster.
+1-2 carried in the checkpoint and step 3 computed again to the same loss (the same weights and data position: step
+3's loss is computed before its update, so the optimizer state and schedule restored are test_ray_lapt.py's to check,
+where a killed run's steps 4-6 match an uninterrupted run's), and the one MLflow run holds each step once. ``infra/README.md`` shows the same steps on a real cluster.
 """
 
 from __future__ import annotations

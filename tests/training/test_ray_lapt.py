@@ -3,9 +3,9 @@ energy and CO2 the workers measure (kept across the restart, logged by `vocadapt
 streaming Hugging Face dataset, so the killed run also resumes it from the dataset's saved state.
 
 One local Ray cluster serves the module. Starting a worker group costs 20-40 s on two busy cores (and the first
-DeepSpeed run on a machine compiles a communication op, ~2 min, cached after), so there are four runs: plain DDP,
-DeepSpeed ZeRO-2 with the worker holding the node's energy meter killed mid-run, a rerun under the same name, and
-`vocadapt lapt` from the command line.
+DeepSpeed run on a machine compiles a communication op, ~2 min, cached after), so there are three runs: plain DDP,
+DeepSpeed ZeRO-2 with the worker holding the node's energy meter killed mid-run, and `vocadapt lapt` from the
+command line. A finished run rerun under its name (found, not retrained) is test_storage_s3.py's, from a bucket.
 """
 
 from __future__ import annotations
@@ -101,8 +101,6 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve_and_energy(ray_clus
     energy = resumed.energy
     assert energy["before_restart_kwh"] > 0, "the first attempt's energy was lost"
     assert energy["kwh"] > energy["before_restart_kwh"]
-    again = _run(world, "killed", zero2)  # same name: the finished run is found, not retrained
-    assert again.steps == 6 and again.series("loss") == resumed.series("loss")
 
 
 def test_vocadapt_lapt_logs_the_workers_energy(ray_cluster, tmp_path, fixture_corpora, monkeypatch):
