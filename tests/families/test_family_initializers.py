@@ -30,6 +30,7 @@ at hidden size 8. Helper methods (clp, focus, omp, salt, sava) read a tiny helpe
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -72,6 +73,7 @@ def embedding_only_model(name: str, source_input: torch.Tensor, source_output: t
     return model
 
 
+@functools.lru_cache(maxsize=2)  # the family's two targets (read every test: 0.2 s for Gemma-3's vocabulary)
 def special_pairs(source_tokenizer, target_tokenizer) -> list[tuple[int, int]]:
     """(source id, target id) of every special token of the source that the target has."""
     vocabulary = target_tokenizer.get_vocab()

@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from tests.initializers.tiny_world import expand_bpe, metaspace_tokenizer, synthetic_lines, ENGLISH, ITALIAN, tiny_llama
+from tests.initializers.tiny_world import (bytelevel_tokenizer, expand_bpe, metaspace_tokenizer, synthetic_lines, ENGLISH,
+                                          ITALIAN, tiny_llama)
 from vocadapt.components.surgery import (Initialisation, RowLayout, adapt_checkpoint, adapt_embeddings, extra_heads_from_lm_head,
                                          plan_vocabulary)
 from vocadapt.components.surgery.checkpoint import CheckpointWriting
@@ -225,3 +226,18 @@ def test_several_stop_ids_follow_their_tokens_in_memory_and_in_a_checkpoint(tmp_
     adapt_checkpoint(source_dir, tmp_path / "target", tmp_path / "out", Initialisation("fvt"))
     assert GenerationConfig.from_pretrained(tmp_path / "out").eos_token_id == target_stops
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").config.eos_token_id == target_stops
+
+
+def test_a_tokenizer_that_grows_is_checked_against_its_new_highest_id(english_lines):
+    """The highest id is remembered per tokenizer object (read once for every method's surgery), and read again
+    once a token was added: a tokenizer grown past the model's rows is refused, not passed on its earlier size."""
+    from vocadapt.components.errors import UserError
+    from vocadapt.components.surgery.plan import check_tokenizer_fits, highest_token_id
+
+    tokenizer = bytelevel_tokenizer(english_lines, vocab_size=300)  # its own: the session fixture's is shared
+    rows = highest_token_id(tokenizer) + 1
+    check_tokenizer_fits(tokenizer, rows)
+    tokenizer.add_tokens(["<grown>"])
+    assert highest_token_id(tokenizer) == rows
+    with pytest.raises(UserError, match="ids up to"):
+        check_tokenizer_fits(tokenizer, rows)
