@@ -186,9 +186,30 @@ def plan_lapt(model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSe
 
 def fit_lapt(train_loop: Callable[[dict], None], plan: LaptPlan) -> LaptRunResult:
     """Run ``train_loop`` (normally :func:`lapt_worker`) in every Ray Train worker of ``plan``; collect the model."""
-    _claim_run_name(plan.storage / plan.run_name, plan.loop_config)
-    result = _fit(train_loop, plan)
-    return _collect(result, plan.output_dir)
+    run_folder = plan.storage / plan.run_name
+    _claim_run_name(run_folder, plan.loop_config)
+    finished = _finished_checkpoint(run_folder)
+    if finished is not None:  # a finished run rerun under its name: its model, without starting a worker group
+        from ray.train import Checkpoint
+
+        return _collect(Checkpoint(path=finished.path, filesystem=finished.filesystem), plan.output_dir)
+    return _collect(_fit(train_loop, plan).checkpoint, plan.output_dir)
+
+
+def _finished_checkpoint(run_folder: StorageLocation) -> StorageLocation | None:
+    """The run's ``final`` checkpoint when Ray recorded it as the run's latest: its checkpoint manager's snapshot
+    names it only once the checkpoint is stored whole, and the worker reports it only with the trained model and
+    ``final.json``. None otherwise, and when the snapshot cannot be read (another Ray version's layout): Ray Train's
+    own restore then finds the finished run, in a worker group started for it (10 to 40 s on two busy cores)."""
+    snapshot = run_folder / "checkpoint_manager_snapshot.json"
+    try:
+        if not snapshot.is_file():
+            return None
+        latest = json.loads(snapshot.read_text())["latest_checkpoint_result"]["checkpoint_dir_name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    final = run_folder / "final"
+    return final if latest == "final" and (final / "final.json").is_file() else None
 
 
 def run_lapt_on_ray(model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSection | dict,
@@ -297,14 +318,16 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
     return result
 
 
-def _collect(result, output_dir: Path) -> LaptRunResult:
+def _collect(checkpoint, output_dir: Path) -> LaptRunResult:
+    """The run's result from its final checkpoint (a ``ray.train.Checkpoint``), the model copied to
+    ``output_dir/model``."""
     model_dir = output_dir / "model"
-    with result.checkpoint.as_directory() as checkpoint:
-        summary = json.loads((Path(checkpoint) / "final.json").read_text(encoding="utf-8"))
+    with checkpoint.as_directory() as folder:
+        summary = json.loads((Path(folder) / "final.json").read_text(encoding="utf-8"))
         if model_dir.exists():
             shutil.rmtree(model_dir)
-        shutil.copytree(Path(checkpoint) / "model", model_dir)
-    return run_result(summary, model_dir, checkpoint_path=result.checkpoint.path)
+        shutil.copytree(Path(folder) / "model", model_dir)
+    return run_result(summary, model_dir, checkpoint_path=checkpoint.path)
 
 
 def run_result(summary: dict[str, Any], model_dir: Path, checkpoint_path: str) -> LaptRunResult:

@@ -113,7 +113,8 @@ def _world(root: Path) -> Path:
     return root
 
 
-def test_lapt_checkpoints_to_s3_and_a_rerun_resumes_from_the_bucket(s3, ray_cluster, tmp_path):
+def test_lapt_checkpoints_to_s3_and_a_rerun_resumes_from_the_bucket(s3, ray_cluster, tmp_path, monkeypatch):
+    from vocadapt.platform.lapt import ray_train
     from vocadapt.platform.lapt.ray_train import LaptInputs, LaptPlacement, run_lapt_on_ray
 
     world = _world(tmp_path)
@@ -133,10 +134,18 @@ def test_lapt_checkpoints_to_s3_and_a_rerun_resumes_from_the_bucket(s3, ray_clus
     assert any("/step-000004/" in key for key in keys), keys  # the loop's checkpoints went to the bucket too
     assert not (Path.cwd() / "s3:").exists() and not (world / "s3:").exists()  # never a local 's3:' folder
 
-    # a rerun under the name on another machine (nothing local): the finished run is found in the bucket
-    again = run_lapt_on_ray(world / "model", world / "model", settings, inputs,
-                            placement=placement(world / "elsewhere"))
+    # a rerun under the name on another machine (nothing local): the finished run is found in the bucket, and its
+    # model is taken from there without a worker group (Ray's checkpoint record names the final checkpoint)
+    def no_workers(*args):
+        raise AssertionError("a worker group was started for a finished run")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ray_train, "_fit", no_workers)
+        again = run_lapt_on_ray(world / "model", world / "model", settings, inputs,
+                                placement=placement(world / "elsewhere"))
     assert again.steps == 4 and again.series("loss") == result.series("loss")
+    assert (world / "elsewhere" / "model" / "model.safetensors").read_bytes() == \
+        (result.model_dir / "model.safetensors").read_bytes()
 
     key, secret = S3_ENV["AWS_ACCESS_KEY_ID"], S3_ENV["AWS_SECRET_ACCESS_KEY"]
     other = placement(world / "changed", storage_path=f"s3://{key}:{secret}@{BUCKET}/lapt")

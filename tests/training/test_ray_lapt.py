@@ -5,7 +5,7 @@ streaming Hugging Face dataset, so the killed run also resumes it from the datas
 One local Ray cluster serves the module. Starting a worker group costs 20-40 s on two busy cores (and the first
 DeepSpeed run on a machine compiles a communication op, ~2 min, cached after), so there are three runs: plain DDP,
 DeepSpeed ZeRO-2 with the worker holding the node's energy meter killed mid-run, and `vocadapt lapt` from the
-command line. A finished run rerun under its name (found, not retrained) is test_storage_s3.py's, from a bucket.
+command line; the killed run rerun under its name is found finished and returned without a worker group.
 """
 
 from __future__ import annotations
@@ -71,13 +71,15 @@ def test_two_workers_train_mix_and_save_a_model(uninterrupted):
     AutoTokenizer.from_pretrained(result.model_dir)
 
 
-def test_killed_deepspeed_worker_resumes_with_the_same_curve_and_energy(ray_cluster, world, uninterrupted, tmp_path):
+def test_killed_deepspeed_worker_resumes_with_the_same_curve_and_energy(ray_cluster, world, uninterrupted, tmp_path,
+                                                                         monkeypatch):
     """ZeRO-2 on gloo, worker 0 (the one holding the node's energy meter) killed (SIGKILL) after step 3; Ray
     restarts the group from the step-2 checkpoint. The curve matches the uninterrupted DDP run of the same seed:
     same data (the streaming dataset resumed from its saved state), same AdamW, same schedule; the step-2
     checkpoint holds the energy measured so far, and the final figure includes it."""
     from mlflow.tracking import MlflowClient
 
+    from vocadapt.platform.lapt import ray_train
     from vocadapt.platform.lapt.ray_train import fit_lapt, plan_lapt
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -101,6 +103,11 @@ def test_killed_deepspeed_worker_resumes_with_the_same_curve_and_energy(ray_clus
     energy = resumed.energy
     assert energy["before_restart_kwh"] > 0, "the first attempt's energy was lost"
     assert energy["kwh"] > energy["before_restart_kwh"]
+    # same name: the finished run is found (Ray's checkpoint record names its final checkpoint), not retrained, and
+    # no worker group is started for it
+    monkeypatch.setattr(ray_train, "_fit", lambda *args: pytest.fail("a worker group was started for a finished run"))
+    again = _run(world, "killed", zero2)
+    assert again.steps == 6 and again.series("loss") == resumed.series("loss") and again.energy == resumed.energy
 
 
 def test_vocadapt_lapt_logs_the_workers_energy(ray_cluster, tmp_path, fixture_corpora, monkeypatch):
