@@ -62,6 +62,15 @@ def hooked_train_loop(after_step: Callable[[int], None],
     cloudpickle sends it (and the closures it holds) by value instead of by a module path the workers would have to
     import."""
 
+    def record_loss(done: int, metrics: dict) -> None:  # rank 0 appends one JSON line, its process id the attempt
+        import os
+
+        import ray.train
+
+        if ray.train.get_context().get_world_rank() == 0:
+            with open(losses, "a", encoding="utf-8") as log:
+                log.write(json.dumps({"attempt": os.getpid(), "step": done, "loss": float(metrics["loss"])}) + "\n")
+
     def train_loop(config: dict) -> None:
         from vocadapt.components import training
         from vocadapt.platform.lapt.worker import lapt_worker
@@ -74,7 +83,7 @@ def hooked_train_loop(after_step: Callable[[int], None],
             def hook(done: int, metrics: dict) -> None:
                 hooks.on_step(done, metrics)
                 if losses is not None:
-                    _record_loss(losses, done, metrics)
+                    record_loss(done, metrics)
                 after_step(done)
 
             return train_lapt(*args, hooks=dataclasses.replace(hooks, on_step=hook), **kwargs)
@@ -105,17 +114,6 @@ def kill_once(rank: int, step: int, marker: str, pause: float = 0.0) -> Callable
             os.kill(os.getpid(), 9)
 
     return after_step
-
-
-def _record_loss(losses: str, done: int, metrics: dict) -> None:
-    """Rank 0 appends this step's loss to ``losses`` (one JSON line, with its process id as the attempt)."""
-    import os
-
-    import ray.train
-
-    if ray.train.get_context().get_world_rank() == 0:
-        with open(losses, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"attempt": os.getpid(), "step": done, "loss": float(metrics["loss"])}) + "\n")
 
 
 def losses_by_attempt(losses: Path) -> list[dict[int, float]]:
