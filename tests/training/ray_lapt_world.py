@@ -1,5 +1,6 @@
-"""What the Ray Train LAPT tests share (test_ray_lapt.py, test_multinode.py and quiet_console_run.py): a tiny model folder beside Italian and English text files, the settings and inputs of a
-tiny run, and the production train loop with a hook after each optimizer step, to kill or stall a worker there."""
+"""What the Ray Train LAPT tests share (test_ray_lapt.py, test_multinode.py and quiet_console_run.py): a tiny model
+folder beside Italian and English text files, the settings and inputs of a tiny run, and the production train loop
+with a hook after each optimizer step, to kill or stall a worker there."""
 
 from __future__ import annotations
 

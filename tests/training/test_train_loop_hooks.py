@@ -15,7 +15,8 @@ def test_the_hooked_train_loop_unpickles_where_the_tests_package_cannot_be_impor
 
     from tests.training.ray_lapt_world import hooked_train_loop, kill_once
 
-    loop = hooked_train_loop(kill_once(rank=0, step=3, marker=str(tmp_path / "marker")), losses=str(tmp_path / "losses"))
+    loop = hooked_train_loop(kill_once(rank=0, step=3, marker=str(tmp_path / "marker")),
+                             losses=str(tmp_path / "losses"))
     (tmp_path / "loop.pkl").write_bytes(cloudpickle.dumps(loop))
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     unpickled = subprocess.run(
