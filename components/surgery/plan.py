@@ -11,13 +11,13 @@ tokenizer with ids past the source rows is refused (:func:`check_tokenizer_fits`
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from vocadapt.components.errors import UserError
+from vocadapt.components.initializers._common import RoleSharedCache
 
 
 @dataclass(frozen=True)
@@ -74,28 +74,15 @@ def id_ranges(ids: list[int]) -> list[list[int]]:
     return runs
 
 
-# tokenizer -> (its length, its highest id): the vocabulary of Gemma-3's 262K tokens takes 0.2 s to read out, and
-# every method's surgery checks the same source tokenizer again. Weak keys: nothing here keeps a tokenizer alive; a
-# token added since changes the length, so a stale entry is never used.
-_HIGHEST_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The source tokenizer's highest id, read once for every method's surgery (Gemma-3's 262K-token vocabulary takes 0.2 s
+# to read out); keyed by the tokenizer object and its length, so a token added since reads it again.
+_HIGHEST_ID = RoleSharedCache()
 
 
 def highest_token_id(tokenizer: Any) -> int:
     """The highest id ``tokenizer`` can produce: its vocabulary's and its added tokens' (ids may have gaps, so this
     can exceed ``len(tokenizer) - 1``); -1 for an empty tokenizer."""
-    size = len(tokenizer)
-    try:
-        known = _HIGHEST_IDS.get(tokenizer)
-    except TypeError:  # an object weak references cannot point at
-        known = None
-    if known is not None and known[0] == size:
-        return known[1]
-    highest = max(tokenizer.get_vocab().values(), default=-1)
-    try:
-        _HIGHEST_IDS[tokenizer] = (size, highest)
-    except TypeError:
-        pass
-    return highest
+    return _HIGHEST_ID.get((tokenizer,), len(tokenizer), lambda: max(tokenizer.get_vocab().values(), default=-1))
 
 
 def check_tokenizer_fits(tokenizer: Any, rows: int, *, what: str = "the source tokenizer",

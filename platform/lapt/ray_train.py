@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config.lapt_sections import ConfigError, LaptSection
 from vocadapt.platform.lapt.progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
-from vocadapt.platform.lapt.worker import lapt_worker
+from vocadapt.platform.lapt.worker import FINAL_CHECKPOINT, lapt_worker
 from vocadapt.platform.model_loading import check_teacher
 from vocadapt.platform.data.storage import StorageLocation, locate
 
@@ -208,8 +208,8 @@ def _finished_checkpoint(run_folder: StorageLocation) -> StorageLocation | None:
         latest = json.loads(snapshot.read_text())["latest_checkpoint_result"]["checkpoint_dir_name"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    final = run_folder / "final"
-    return final if latest == "final" and (final / "final.json").is_file() else None
+    final = run_folder / FINAL_CHECKPOINT
+    return final if latest == FINAL_CHECKPOINT and (final / "final.json").is_file() else None
 
 
 def run_lapt_on_ray(model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSection | dict,

@@ -212,6 +212,10 @@ def _report_checkpoint(step: int, write, metrics: dict) -> None:
                          checkpoint=ray.train.Checkpoint.from_directory(folder), checkpoint_dir_name=f"step-{step:06d}")
 
 
+# The folder name of a finished run's checkpoint, which holds the trained model and final.json (ray_train reads it)
+FINAL_CHECKPOINT = "final"
+
+
 def _report_final(result, tokenizer, rank: int, energy: dict[str, Any] | None = None) -> None:
     """Rank 0 saves the trained model (safetensors) with its tokenizer, the metric history and the energy."""
     import ray.train
@@ -221,7 +225,8 @@ def _report_final(result, tokenizer, rank: int, energy: dict[str, Any] | None = 
         if rank == 0:
             (Path(folder) / "final.json").write_text(json.dumps(run_summary(result, energy)), encoding="utf-8")
         checkpoint = ray.train.Checkpoint.from_directory(folder) if rank == 0 else None
-        ray.train.report({"step": result.steps, "final": 1}, checkpoint=checkpoint, checkpoint_dir_name="final")
+        ray.train.report({"step": result.steps, "final": 1}, checkpoint=checkpoint,
+                         checkpoint_dir_name=FINAL_CHECKPOINT)
 
 
 def run_summary(result, energy: dict[str, Any] | None) -> dict[str, Any]:
@@ -253,4 +258,4 @@ def _report_again(checkpoint: Path, rank: int) -> None:
         summary = json.loads((checkpoint / "final.json").read_text(encoding="utf-8"))
         ray.train.report({"step": summary["steps"], "final": 1},
                          checkpoint=ray.train.Checkpoint.from_directory(folder) if rank == 0 else None,
-                         checkpoint_dir_name="final")
+                         checkpoint_dir_name=FINAL_CHECKPOINT)
