@@ -10,6 +10,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Ray Train's controller polls its workers every 2 s by default: a fit notices its workers' reports, the end of
+# training and a failure up to that late. The suite runs dozens of fits of a few steps, so its controllers poll
+# every 0.5 s (inherited by the clusters, CLI runs and Ray workers that tests start). The two Ray LAPT files alone:
+# 132 s at 2 s, 124 s at 0.5 s (docs/benchmarks/test-suite.md).
+os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 
 FIXTURE_CORPORA = Path(__file__).parent / "fixtures" / "corpora"
 
