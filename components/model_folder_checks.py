@@ -162,9 +162,11 @@ def config_vocab_size(config: dict[str, Any]) -> Any:
     return config.get("vocab_size", text.get("vocab_size") if isinstance(text, dict) else None)
 
 
-# The files read_tokenizer_ids reads: their bytes are the key of its per-process cache.
-_TOKENIZER_ID_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "added_tokens.json")
-_TOKENIZER_IDS_CACHE: dict[tuple, TokenizerIds] = {}
+# The files read_tokenizer_ids reads: tokenizer.json alone where the folder has one, else the SentencePiece model with
+# the added tokens of the two JSON files. Their bytes, not the folder, are the key of its per-process cache.
+_TOKENIZER_JSON = "tokenizer.json"
+_SENTENCEPIECE_FILES = ("tokenizer.model", "tokenizer_config.json", "added_tokens.json")
+_TOKENIZER_IDS_CACHE: dict[tuple, tuple[int, int, str]] = {}
 
 
 def read_tokenizer_ids(folder: Path, what: str) -> TokenizerIds | None:
@@ -172,18 +174,23 @@ def read_tokenizer_ids(folder: Path, what: str) -> TokenizerIds | None:
     added tokens of tokenizer_config.json / added_tokens.json), refusing two tokens on one id; None when the folder
     holds neither file.
 
-    The answer is kept per process, keyed by the folder and a digest of those files' bytes: parsing a
-    128k-262k-token tokenizer.json in Python takes seconds (hashing it, tens of milliseconds), and one adapt checks
-    the source folder and its output folder several times (preflight, loading, the serve check)."""
+    The answer is kept per process, keyed by a digest of the bytes of the files it reads: parsing a 128k-262k-token
+    tokenizer.json in Python takes seconds (hashing it, tens of milliseconds), and one adapt checks the same
+    tokenizer several times, in the source folder and in each folder it writes it to (the initialised checkpoint,
+    LAPT's output, the registered version the serve check downloads)."""
     folder = Path(folder)
-    key = (str(folder.resolve()), *(_file_digest(folder / name) for name in _TOKENIZER_ID_FILES))
+    if (folder / _TOKENIZER_JSON).is_file():
+        key = (_TOKENIZER_JSON, _file_digest(folder / _TOKENIZER_JSON))
+    else:
+        key = ("sentencepiece", *(_file_digest(folder / name) for name in _SENTENCEPIECE_FILES))
     if key in _TOKENIZER_IDS_CACHE:
-        return _TOKENIZER_IDS_CACHE[key]
+        count, highest, file_name = _TOKENIZER_IDS_CACHE[key]
+        return TokenizerIds(count, highest, str(folder / file_name))
     ids = _read_tokenizer_ids(folder, what)
     if ids is not None:
         if len(_TOKENIZER_IDS_CACHE) >= 64:
             _TOKENIZER_IDS_CACHE.clear()
-        _TOKENIZER_IDS_CACHE[key] = ids
+        _TOKENIZER_IDS_CACHE[key] = (ids.count, ids.highest, Path(ids.source).name)
     return ids
 
 
