@@ -19,6 +19,18 @@ os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 FIXTURE_CORPORA = Path(__file__).parent / "fixtures" / "corpora"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_ray_session_left_to_the_next_module():
+    """Each test module ends with no Ray session in this process: a module that starts a cluster (a fixture, or a
+    command run in process that calls ``ray.init``) would otherwise leave it to the next module in the same pytest
+    worker, with another module's folder, environment (S3 variables, authentication mode) and train-loop imports,
+    whose workers then fail or wait for CPUs that cluster holds."""
+    yield
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def main_module_and_tracking_uri_kept():
     """``sys.modules["__main__"]`` and ``MLFLOW_TRACKING_URI`` as they were before each test. Streamlit's script

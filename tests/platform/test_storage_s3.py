@@ -35,8 +35,6 @@ def s3(tmp_path_factory):
 def ray_cluster(s3):
     import ray
 
-    if ray.is_initialized():  # an earlier module's cluster was started without the S3 variables
-        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
     yield

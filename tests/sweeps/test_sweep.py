@@ -21,8 +21,6 @@ def ray_cluster():
 
     # What `mlflow run` does to the driver's environment: the workers started below inherit it.
     os.environ["MLFLOW_RUN_ID"] = "0123456789abcdef0123456789abcdef"
-    if ray.is_initialized():  # an earlier test module's in-process cluster: these tests need their own
-        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
     yield

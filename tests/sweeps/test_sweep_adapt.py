@@ -20,8 +20,6 @@ def ray_cluster():
     import ray
 
     os.environ["HF_HUB_OFFLINE"] = "1"
-    if ray.is_initialized():  # an earlier test module's in-process cluster: these tests need their own
-        ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()

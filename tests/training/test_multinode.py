@@ -141,8 +141,6 @@ def services(tmp_path_factory):
 def cluster(services, tmp_path_factory):
     import ray
 
-    if ray.is_initialized():  # an earlier module's in-process cluster: this module drives its own
-        ray.shutdown()
     for name, value in DRIVER_ENV.items():
         if os.environ.get(name, value) != value:
             pytest.fail(f"{name}={os.environ[name]} in this process, {value} on the nodes: the driver would reject "

@@ -19,10 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # it (RAY_AUTH_MODE=token): its driver runs in its nodes' authentication mode (DRIVER_ENV in test_multinode.py).
 @pytest.mark.timeout(900)
 def test_multinode_node_loss_in_its_own_process(tmp_path):
-    import ray
-
-    if ray.is_initialized():  # this process's own Ray session (earlier modules') stays out of the way
-        ray.shutdown()
     env = {**os.environ, IN_OWN_PROCESS: "1", **DRIVER_ENV}
     env.pop("RAY_ADDRESS", None)
     # a fresh temporary root: the driver would otherwise find /tmp/ray/session_latest of an earlier module's cluster

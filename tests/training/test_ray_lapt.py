@@ -28,8 +28,6 @@ def ray_cluster():
 
     from vocadapt.platform.lapt.ray_train import init_ray
 
-    if ray.is_initialized():  # an earlier module's cluster, started from its own folder (a test's tmp_path): its
-        ray.shutdown()        # workers could not import this module's train loop hooks (tests.training...)
     init_ray(num_cpus=2)
     init_ray(num_cpus=2)  # a second call in the same process is harmless
     yield
