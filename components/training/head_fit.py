@@ -141,6 +141,36 @@ def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
     return torch.cat(states), torch.cat(targets), torch.cat(sequences)
 
 
+# On a CPU the old rows' log-sum-exp is taken this many positions at a time: the logits of 128 positions x the
+# demo's 44,152 old rows (23 MB in float32) are still in the cache when the log-sum-exp reads them, where those of
+# 4,096 positions (723 MB) went to memory and back several times. At the demo's shape on the 2-core AMD EPYC: 1.36 s
+# -> 0.86 s per 4,096 positions (benchmarks/head_fit_speed.py). A GPU takes the whole chunk at once.
+CPU_LOG_SUM_EXP_POSITIONS = 128
+# On a CPU each update's loss and gradient are computed this many positions at a time and the gradients summed, for
+# the same reason: 0.39 s -> 0.26 s an update of 4,096 positions x the demo's 5,000 new rows. The sum is taken in
+# another order than one product over all the positions, so the rows differ from a whole-update fit by rounding.
+CPU_UPDATE_POSITIONS = 256
+
+
+@torch.no_grad()
+def old_rows_log_sum_exp(hidden: torch.Tensor, old_rows: torch.Tensor, old_bias: torch.Tensor | None,
+                         bf16: bool) -> torch.Tensor:
+    """(positions,) float32 log-sum-exp of each position's logits over ``old_rows`` (rows x hidden, float32), plus
+    ``old_bias``. ``bf16``: the product in bf16 (what autocast does: both operands cast, bf16 out), the logits
+    float32. Each position's logits and reduction are its own, so the positions taken at once change the result at
+    most by the matrix library's blocking of a product with fewer rows (none at the demo's shape on the 2-core AMD
+    EPYC: the same bytes as before)."""
+    product_rows = old_rows.to(torch.bfloat16) if bf16 else old_rows
+    at_once = CPU_LOG_SUM_EXP_POSITIONS if hidden.device.type == "cpu" else max(1, len(hidden))
+    result = torch.empty(len(hidden), dtype=torch.float32, device=hidden.device)
+    for start in range(0, len(hidden), at_once):
+        logits = (hidden[start:start + at_once].to(product_rows.dtype) @ product_rows.T).float()
+        if old_bias is not None:
+            logits += old_bias
+        result[start:start + at_once] = torch.logsumexp(logits, dim=-1)
+    return result
+
+
 @dataclass(frozen=True)
 class HeadFitSettings:
     """How the new rows are fitted: ``passes`` over the positions with Adam at ``learning_rate``,
@@ -213,11 +243,7 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         for done, start in enumerate(chunks):
             if progress:  # the demo's 327,680 positions x 44,152 old rows: minutes on a CPU without AMX
                 progress("old rows' logits", done, len(chunks))
-            with products():
-                logits = (hidden[start:start + positions_per_update] @ old_rows.T).float()
-            if old_bias is not None:
-                logits += old_bias
-            old_lse.append(torch.logsumexp(logits, dim=-1))
+            old_lse.append(old_rows_log_sum_exp(hidden[start:start + positions_per_update], old_rows, old_bias, bf16))
             chunk_targets = targets[start:start + positions_per_update]
             row = weight.detach()[chunk_targets].float()
             target_logit.append((hidden[start:start + positions_per_update] * row).sum(-1)
@@ -266,12 +292,14 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
         torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MIN)
         updates = int(count)
     check_every = max(1, updates // checks_per_pass)
+    update_positions_at_once = CPU_UPDATE_POSITIONS if device.type == "cpu" else max(1, positions_per_update)
     for _ in range(passes):
         order = fit_positions[torch.randperm(len(fit_positions), generator=generator).to(device)]
         for update in range(updates):
             index = order[update * positions_per_update:(update + 1) * positions_per_update]
             optimizer.zero_grad()
-            (loss_of(index) / max(1, len(index))).backward()
+            for start in range(0, len(index), update_positions_at_once):  # the gradient summed block by block
+                (loss_of(index[start:start + update_positions_at_once]) / max(1, len(index))).backward()
             if distributed:
                 torch.distributed.all_reduce(rows.grad)
                 rows.grad /= torch.distributed.get_world_size()

@@ -275,3 +275,45 @@ def test_the_fit_reports_its_forwards_then_its_updates(tokenizer):
     train_lapt(model, tokenizer, LaptData({"target": ITALIAN * 2, "source": ENGLISH * 2}), settings,
                hooks=LaptHooks(on_phase=lambda phase, done, total: named.append(phase)))
     assert set(named) == {"head fit: hidden states", "head fit: old rows' logits", "head fit: updates"}
+
+
+@pytest.mark.parametrize("bf16", (False, True))
+@pytest.mark.parametrize("with_bias", (False, True))
+def test_the_old_rows_log_sum_exp_taken_a_few_positions_at_a_time_is_the_whole_chunks(bf16, with_bias, monkeypatch):
+    """On a CPU the old rows' log-sum-exp runs CPU_LOG_SUM_EXP_POSITIONS positions at a time (the logits stay in
+    the cache): the values of one product over the whole chunk under autocast, as the fit computed it before, to
+    float rounding (the matrix library may block a product of 7 rows otherwise than one of 300; at the demo's
+    shape they were the same bytes, benchmarks/head_fit_speed.py), and the same bytes again when run again."""
+    from vocadapt.components.training import head_fit
+
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(300, 32, generator=generator)
+    old_rows = torch.randn(500, 32, generator=generator) * 0.3
+    bias = torch.randn(500, generator=generator) if with_bias else None
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = (hidden @ old_rows.T).float()
+    whole = torch.logsumexp(logits + bias if with_bias else logits, dim=-1)
+    monkeypatch.setattr(head_fit, "CPU_LOG_SUM_EXP_POSITIONS", 7)  # a remainder in the last block, too
+    blocked = head_fit.old_rows_log_sum_exp(hidden, old_rows, bias, bf16)
+    torch.testing.assert_close(blocked, whole, rtol=1e-6, atol=1e-6)
+    assert blocked.dtype == torch.float32
+    assert torch.equal(head_fit.old_rows_log_sum_exp(hidden, old_rows, bias, bf16), blocked)
+
+
+def test_an_update_summed_over_blocks_of_positions_fits_the_rows_of_one_product(monkeypatch):
+    """On a CPU each update's gradient is summed over CPU_UPDATE_POSITIONS positions at a time: the rows of a fit
+    whose updates are split into blocks of 5 positions are the whole-update fit's to rounding, and a second run gives
+    the same bytes."""
+    from vocadapt.components.training import head_fit
+
+    def fit(at_once: int) -> torch.Tensor:
+        monkeypatch.setattr(head_fit, "CPU_UPDATE_POSITIONS", at_once)
+        model = make_model(VOCABULARY, tie=False)
+        fit_new_output_rows(model, _planted_batches(), NEW, HeadFitSettings(passes=3, learning_rate=5e-2,
+                                                                            positions_per_update=64))
+        return model.lm_head.weight.detach()[NEW].clone()
+
+    whole = fit(10**9)
+    blocks = fit(5)
+    torch.testing.assert_close(blocks, whole, rtol=1e-4, atol=1e-5)
+    assert torch.equal(fit(5), blocks)
