@@ -5,7 +5,7 @@ Not a method (the leading underscore keeps the registry from importing it as one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -189,27 +189,6 @@ def top_sparsemax(scores: torch.Tensor, k: int = 64, exact: bool = True) -> tupl
         padded_values[full_rows], padded_indices[full_rows] = wide.values, wide.indices
         return padded_values, padded_indices
     return weights, top.indices
-
-
-class RoleSharedCache:
-    """Remembers one costly, role-independent result (a decomposition, corpus counts) for the next role.
-
-    An untied model is initialised twice (input embeddings, then LM head) from the same tokenizers; the entry
-    holds references to the objects it was computed from and is reused only when they are the very same objects
-    and the plain key matches, so a stale hit is impossible.
-    """
-
-    def __init__(self) -> None:
-        self._objects: tuple[Any, ...] = ()
-        self._key: Hashable = None
-        self._value: Any = None
-
-    def get(self, objects: tuple[Any, ...], key: Hashable, compute: Callable[[], Any]) -> Any:
-        same_objects = len(objects) == len(self._objects) and all(a is b for a, b in zip(objects, self._objects))
-        if not (same_objects and key == self._key):
-            self._value = compute()
-            self._objects, self._key = objects, key
-        return self._value
 
 
 def ids_key(ids: torch.Tensor) -> tuple[int, ...]:

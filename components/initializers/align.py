@@ -24,9 +24,10 @@ import numpy as np
 import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
-from vocadapt.components.initializers._common import RoleSharedCache, gathered_rows, ids_key
+from vocadapt.components.initializers._common import gathered_rows, ids_key
+from vocadapt.components.last_result_cache import LastResultCache
 
-_COUNTS = RoleSharedCache()
+_COUNTS = LastResultCache()
 
 
 def _corpus_batches(files: list[str], max_lines: int, batch_size: int = 1024) -> Iterator[list[str]]:

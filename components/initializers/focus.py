@@ -21,7 +21,6 @@ import torch
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
     SIMILARITY_CHUNK_ROWS,
-    RoleSharedCache,
     columnwise_gaussian_rows,
     helper_anchors,
     ids_key,
@@ -30,9 +29,10 @@ from vocadapt.components.initializers._common import (
     top_sparsemax,
     unit_rows,
 )
+from vocadapt.components.last_result_cache import LastResultCache
 
 HELPERS = ("fasttext", "vectors", "model")
-_WEIGHTS = RoleSharedCache()
+_WEIGHTS = LastResultCache()
 
 
 def focus_sparse_weights(similarity: torch.Tensor, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,10 +9,11 @@ import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
-    RoleSharedCache, columnwise_gaussian_rows, gathered_rows, ids_key,
+    columnwise_gaussian_rows, gathered_rows, ids_key,
 )
+from vocadapt.components.last_result_cache import LastResultCache
 
-_PIECES = RoleSharedCache()
+_PIECES = LastResultCache()
 
 
 def piece_bags(problem: InitProblem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -13,7 +13,7 @@ import json
 import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
-from vocadapt.components.initializers._common import RoleSharedCache
+from vocadapt.components.last_result_cache import LastResultCache
 
 
 def _merge_pairs(merges: list) -> list[tuple[str, str]]:
@@ -31,7 +31,7 @@ def _merge_pairs(merges: list) -> list[tuple[str, str]]:
 
 # The target's BPE vocabulary and merges, parsed from its backend JSON once for both roles of an untied model (and for
 # align's unseen tokens): 0.8 s a parse for Gemma-3's 262K tokens.
-_BPE_MODELS = RoleSharedCache()
+_BPE_MODELS = LastResultCache()
 
 
 def _bpe_model(target_tokenizer) -> tuple[dict[str, int], list[tuple[str, str]]] | None:

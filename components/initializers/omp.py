@@ -13,7 +13,6 @@ import torch
 from vocadapt.components.errors import UserError
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
-    RoleSharedCache,
     helper_rows,
     ids_key,
     mix_rows,
@@ -21,13 +20,14 @@ from vocadapt.components.initializers._common import (
     require_helper,
 )
 from vocadapt.components.initializers.fvt import UNSEEN_RULES, unseen_rows
+from vocadapt.components.last_result_cache import LastResultCache
 
 HELPERS = ("model", "vectors", "fasttext")
 # Queries per batched pursuit: the (n, k, d) orthonormal basis and the (n, O) correlations stay under 2^26 floats
 # (256 MB in float32) each. Large batches matter on a busy 2-core machine: with 512 queries (d = 100, O = 4,500)
 # the element-wise steps on (512, 100) tensors took as long as the correlation product with two threads.
 BATCH_FLOATS = 1 << 26
-_PURSUITS = RoleSharedCache()
+_PURSUITS = LastResultCache()
 
 
 def batch_omp(targets: torch.Tensor, atoms: torch.Tensor, k: int, tolerance: float = 1e-6

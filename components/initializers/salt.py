@@ -16,7 +16,6 @@ import torch
 
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
-    RoleSharedCache,
     columnwise_gaussian_rows,
     helper_anchors,
     ids_key,
@@ -25,11 +24,12 @@ from vocadapt.components.initializers._common import (
     top_sparsemax,
     unit_rows,
 )
+from vocadapt.components.last_result_cache import LastResultCache
 
 HELPERS = ("fasttext", "vectors", "model")
 # New tokens per batched solve: 512 tokens x 64 neighbours x 300 dims of neighbour vectors is ~80 MB in float64.
 CHUNK = 512
-_COEFFICIENTS = RoleSharedCache()
+_COEFFICIENTS = LastResultCache()
 
 
 def min_norm_coefficients(gram: torch.Tensor, projections: torch.Tensor, ridge: float = 1e-9) -> torch.Tensor:

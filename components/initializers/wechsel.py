@@ -31,13 +31,14 @@ import torch
 from vocadapt.components.errors import UserError
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.initializers._common import (
-    SIMILARITY_CHUNK_ROWS, RoleSharedCache, gathered_rows, ids_key,
+    SIMILARITY_CHUNK_ROWS, gathered_rows, ids_key,
 )
 from vocadapt.components.initializers.fvt import UNSEEN_RULES, unseen_rows
+from vocadapt.components.last_result_cache import LastResultCache
 
 # The value of the three file options that the platform replaces with the files `vocadapt assets` builds.
 EMBEDDED = "embedded"
-_NEIGHBOURS = RoleSharedCache()
+_NEIGHBOURS = LastResultCache()
 SIMILARITY_FLOATS = 1 << 26
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from vocadapt.components.errors import UserError
-from vocadapt.components.initializers._common import RoleSharedCache
+from vocadapt.components.last_result_cache import LastResultCache
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def id_ranges(ids: list[int]) -> list[list[int]]:
 
 # The source tokenizer's highest id, read once for every method's surgery (Gemma-3's 262K-token vocabulary takes 0.2 s
 # to read out); keyed by the tokenizer object and its length, so a token added since reads it again.
-_HIGHEST_ID = RoleSharedCache()
+_HIGHEST_ID = LastResultCache()
 
 
 def highest_token_id(tokenizer: Any) -> int:
