@@ -143,24 +143,24 @@ def _hidden_states(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch
 
 # On a CPU the old rows' log-sum-exp is taken this many positions at a time: the logits of 128 positions x the
 # demo's 44,152 old rows (23 MB in float32) are still in the cache when the log-sum-exp reads them, where those of
-# 4,096 positions (723 MB) went to memory and back several times. At the demo's shape on the 2-core AMD EPYC: 1.36 s
-# -> 0.86 s per 4,096 positions (benchmarks/head_fit_speed.py). A GPU takes the whole chunk at once.
+# 4,096 positions (723 MB) went to memory and back several times. At the demo's shape on the 2-core AMD EPYC: 1.29 s
+# -> 0.90 s per 4,096 positions (benchmarks/head_fit_speed.py). A GPU takes the whole chunk at once.
 CPU_LOG_SUM_EXP_POSITIONS = 128
 # On a CPU each update's loss and gradient are computed this many positions at a time and the gradients summed, for
-# the same reason: 0.39 s -> 0.26 s an update of 4,096 positions x the demo's 5,000 new rows. The sum is taken in
+# the same reason: 0.34 s -> 0.22 s an update of 4,096 positions x the demo's 5,000 new rows. The sum is taken in
 # another order than one product over all the positions, so the rows differ from a whole-update fit by rounding.
 CPU_UPDATE_POSITIONS = 256
 
 
 @torch.no_grad()
-def old_rows_log_sum_exp(hidden: torch.Tensor, old_rows: torch.Tensor, old_bias: torch.Tensor | None,
-                         bf16: bool) -> torch.Tensor:
-    """(positions,) float32 log-sum-exp of each position's logits over ``old_rows`` (rows x hidden, float32), plus
-    ``old_bias``. ``bf16``: the product in bf16 (what autocast does: both operands cast, bf16 out), the logits
-    float32. Each position's logits and reduction are its own, so the positions taken at once change the result at
-    most by the matrix library's blocking of a product with fewer rows (none at the demo's shape on the 2-core AMD
-    EPYC: the same bytes as before)."""
-    product_rows = old_rows.to(torch.bfloat16) if bf16 else old_rows
+def old_rows_log_sum_exp(hidden: torch.Tensor, product_rows: torch.Tensor,
+                         old_bias: torch.Tensor | None) -> torch.Tensor:
+    """(positions,) float32 log-sum-exp of each position's logits over the old rows, plus ``old_bias``.
+    ``product_rows``: the old rows (rows x hidden) in the products' dtype, float32 or bf16 (then the hidden states
+    are cast too and the product comes out in bf16, what autocast does); the logits are float32. Each position's
+    logits and reduction are its own, so the positions taken at once change the result at most by the matrix
+    library's blocking of a product with fewer rows (none at the demo's shape on the 2-core AMD EPYC: the same bytes
+    as before)."""
     at_once = CPU_LOG_SUM_EXP_POSITIONS if hidden.device.type == "cpu" else max(1, len(hidden))
     result = torch.empty(len(hidden), dtype=torch.float32, device=hidden.device)
     for start in range(0, len(hidden), at_once):
@@ -237,13 +237,14 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
     bias = head.bias.detach().float() if getattr(head, "bias", None) is not None else None
     with torch.no_grad():
         old_rows = weight.detach()[old_ids].float()
+        old_rows = old_rows.to(torch.bfloat16) if bf16 else old_rows  # cast once for every chunk's product
         old_bias = bias[old_ids] if bias is not None else None
         old_lse, target_logit = [], []
         chunks = range(0, len(hidden), positions_per_update)
         for done, start in enumerate(chunks):
             if progress:  # the demo's 327,680 positions x 44,152 old rows: minutes on a CPU without AMX
                 progress("old rows' logits", done, len(chunks))
-            old_lse.append(old_rows_log_sum_exp(hidden[start:start + positions_per_update], old_rows, old_bias, bf16))
+            old_lse.append(old_rows_log_sum_exp(hidden[start:start + positions_per_update], old_rows, old_bias))
             chunk_targets = targets[start:start + positions_per_update]
             row = weight.detach()[chunk_targets].float()
             target_logit.append((hidden[start:start + positions_per_update] * row).sum(-1)

@@ -294,10 +294,11 @@ def test_the_old_rows_log_sum_exp_taken_a_few_positions_at_a_time_is_the_whole_c
         logits = (hidden @ old_rows.T).float()
     whole = torch.logsumexp(logits + bias if with_bias else logits, dim=-1)
     monkeypatch.setattr(head_fit, "CPU_LOG_SUM_EXP_POSITIONS", 7)  # a remainder in the last block, too
-    blocked = head_fit.old_rows_log_sum_exp(hidden, old_rows, bias, bf16)
+    product_rows = old_rows.to(torch.bfloat16) if bf16 else old_rows  # as the fit casts them, once
+    blocked = head_fit.old_rows_log_sum_exp(hidden, product_rows, bias)
     torch.testing.assert_close(blocked, whole, rtol=1e-6, atol=1e-6)
     assert blocked.dtype == torch.float32
-    assert torch.equal(head_fit.old_rows_log_sum_exp(hidden, old_rows, bias, bf16), blocked)
+    assert torch.equal(head_fit.old_rows_log_sum_exp(hidden, product_rows, bias), blocked)
 
 
 def test_an_update_summed_over_blocks_of_positions_fits_the_rows_of_one_product(monkeypatch):
