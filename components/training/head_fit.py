@@ -236,15 +236,16 @@ def fit_new_output_rows(model: nn.Module, batches: Iterable[tuple[torch.Tensor, 
     column[new_ids] = torch.arange(len(new_ids), device=device)
     bias = head.bias.detach().float() if getattr(head, "bias", None) is not None else None
     with torch.no_grad():
-        old_rows = weight.detach()[old_ids].float()
-        old_rows = old_rows.to(torch.bfloat16) if bf16 else old_rows  # cast once for every chunk's product
+        # the old rows in the products' dtype, cast once for every chunk's product
+        old_product_rows = weight.detach()[old_ids].to(torch.bfloat16 if bf16 else torch.float32)
         old_bias = bias[old_ids] if bias is not None else None
         old_lse, target_logit = [], []
         chunks = range(0, len(hidden), positions_per_update)
         for done, start in enumerate(chunks):
             if progress:  # the demo's 327,680 positions x 44,152 old rows: minutes on a CPU without AMX
                 progress("old rows' logits", done, len(chunks))
-            old_lse.append(old_rows_log_sum_exp(hidden[start:start + positions_per_update], old_rows, old_bias))
+            old_lse.append(old_rows_log_sum_exp(hidden[start:start + positions_per_update], old_product_rows,
+                                                old_bias))
             chunk_targets = targets[start:start + positions_per_update]
             row = weight.detach()[chunk_targets].float()
             target_logit.append((hidden[start:start + positions_per_update] * row).sum(-1)
