@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import EnergyLedger, EnergyReading, check_country, log_energy
+from vocadapt.platform.lapt.resources import check_lapt_resources
 from vocadapt.platform.model_loading import check_teacher
 from vocadapt.platform.assets.sources import read_documents, resolve_inputs
 from vocadapt.platform.data.storage import locate
@@ -85,6 +86,7 @@ def run_lapt(config: ExperimentConfig, model: Path | None, output: Path | None) 
         raise UserError(f"model {model_dir} is not a local folder; pass --model with a saved model folder "
                         "(run `vocadapt assets` for the embedded default)")
     check_teacher(config.lapt, inputs.source_model)  # before the run opens
+    check_lapt_resources(config.lapt)  # workers the cluster can place (Ray would wait for ever)
     if config.lapt.storage_path:  # a missing bucket or an unreachable store stops here, before the run exists
         locate(config.lapt.storage_path, field="lapt.storage_path").check_reachable("lapt.storage_path")
     workdir = Path(config.output_dir) / config.name

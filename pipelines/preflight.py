@@ -30,6 +30,7 @@ from rich.console import Console
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.assets.sources import ResolvedInputs
+from vocadapt.platform.lapt.resources import check_lapt_resources
 
 if TYPE_CHECKING:
     from vocadapt.components.initializers import ConfiguredInitializer
@@ -69,6 +70,8 @@ def preflight(config: ExperimentConfig, *, check_files: bool = True, overwrite: 
     checked = Preflight(methods, output_dir)
     if not check_files:
         return checked
+    if config.lapt.runs:  # this machine's cluster (a GPU config is checked where it runs, not where it is written)
+        check_lapt_resources(config.lapt)
     check_output_folder(output_dir, config, overwrite)
     from vocadapt.platform.model_loading import check_model_folder, check_teacher, load_target_tokenizer
     from vocadapt.platform.assets.sources import resolve_inputs

@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
         schema: bool = typer.Option(False, "--schema", help="Print the JSON schema with every field's description."),
         check_files: bool = typer.Option(
             False, "--check-files", help="Also run adapt's file checks: output folder, source model folder, "
-            "teacher, target tokenizer, helper files and every corpus (UTF-8, lines, language, expectation suite)."
+            "teacher, target tokenizer, helper files, every corpus (UTF-8, lines, language, expectation suite), and that "
+            "this machine's Ray cluster can place LAPT's workers."
         ),
         overwrite: bool = typer.Option(False, "--overwrite", help="With --check-files: accept an existing output "
                                        "folder, as `vocadapt adapt --overwrite` would."),

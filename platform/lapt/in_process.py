@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from vocadapt.components.errors import UserError
 from vocadapt.platform.lapt.progress import PROGRESS_FILE, follow_progress, worker_phase_progress, worker_progress
+from vocadapt.platform.lapt.resources import check_lapt_resources
 from vocadapt.platform.lapt.ray_train import LaptPlan, LaptRunResult, run_result
 from vocadapt.platform.lapt.worker import load_inputs, run_summary, save_model
 
@@ -32,9 +32,7 @@ def fit_lapt_in_process(plan: LaptPlan) -> LaptRunResult:
     from vocadapt.platform.energy import StageMeter
 
     settings, config = plan.section, plan.loop_config
-    if settings.use_gpu and not torch.cuda.is_available():
-        raise UserError("lapt.use_gpu is true but this process sees no CUDA device; set lapt.use_gpu false, or "
-                        "run where a GPU is visible")
+    check_lapt_resources(settings)  # lapt.use_gpu needs a CUDA device here
     inputs = load_inputs(config, settings, torch.device("cuda" if settings.use_gpu else "cpu"), logs=True)
     country = config.get("energy_country")
     meter = StageMeter("lapt", country_iso_code=country or "", enabled=bool(country))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from pydantic import ValidationError
 
 from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config.lapt_sections import ConfigError, LaptSection
+from vocadapt.platform.lapt.resources import check_lapt_resources
 from vocadapt.platform.lapt.progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
 from vocadapt.platform.lapt.worker import FINAL_CHECKPOINT, lapt_worker
 from vocadapt.platform.model_loading import check_teacher
@@ -186,6 +188,7 @@ def plan_lapt(model_dir: str | Path, tokenizer_dir: str | Path, settings: LaptSe
 
 def fit_lapt(train_loop: Callable[[dict], None], plan: LaptPlan) -> LaptRunResult:
     """Run ``train_loop`` (normally :func:`lapt_worker`) in every Ray Train worker of ``plan``; collect the model."""
+    check_lapt_resources(plan.section, plan.worker_resources)  # before the run's record is written
     run_folder = plan.storage / plan.run_name
     _claim_run_name(run_folder, plan.loop_config)
     finished = _finished_checkpoint(run_folder)
@@ -287,6 +290,8 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
 
     section, run_name = plan.section, plan.run_name
     init_ray(num_cpus=max(2, section.num_workers * section.cpus_per_worker))
+    # connected now: a RAY_ADDRESS cluster short of the workers' resources is named (Ray waits for nodes to join)
+    check_lapt_resources(section, plan.worker_resources, warn=lambda message: print(message, file=sys.stderr))
     passed_env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "VOCADAPT_"))}
     progress_file = plan.progress_file
     progress_file.unlink(missing_ok=True)  # a resumed run's old figures are not this attempt's

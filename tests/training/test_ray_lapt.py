@@ -156,3 +156,24 @@ def test_vocadapt_lapt_logs_the_workers_energy(ray_cluster, tmp_path, fixture_co
     assert metrics["emissions.lapt.kg_co2eq"] == pytest.approx(energy["kg_co2eq"])
     assert tags["vocadapt.energy_country"] == "FRA" and tags["vocadapt.energy_mode"] == energy["mode"]
     assert not list(work.iterdir()), "something was written in the working folder"
+
+
+def test_workers_the_started_cluster_cannot_place_are_refused_before_the_run_exists(ray_cluster, world, monkeypatch):
+    """This module's cluster (2 CPUs, started in this process) cannot grow: three one-CPU workers are refused before
+    the run's record or folder is written, naming what is missing. The same cluster named by RAY_ADDRESS (which an
+    autoscaler could grow) is only warned about."""
+    from vocadapt.components.errors import UserError
+    from vocadapt.platform.lapt.ray_train import fit_lapt, plan_lapt
+    from vocadapt.platform.lapt.resources import check_lapt_resources
+    from vocadapt.platform.lapt.worker import lapt_worker
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    three = _settings(world, num_workers=3)
+    plan = plan_lapt(world / "model", world / "model", three, **lapt_inputs(world, "unplaceable"))
+    with pytest.raises(UserError, match=r"CPU: 3 needed \(1 a worker x 3 workers\), 2 in the cluster"):
+        fit_lapt(lapt_worker, plan)
+    assert not (plan.storage / plan.run_name).exists() and not plan.output_dir.exists()
+    warnings = []
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    check_lapt_resources(plan.section, warn=warnings.append)
+    assert len(warnings) == 1 and "CPU: 3 needed" in warnings[0] and "autoscaler" in warnings[0]

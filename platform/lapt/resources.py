@@ -1,0 +1,86 @@
+"""Whether the cluster a LAPT run will use can ever place its workers, decided before anything is written.
+
+Ray Train waits for the resources its workers ask for: a run asking for GPUs on a machine without any, or for more
+CPUs than an already started local cluster has, waited for ever with nothing on the console (seen: ``lapt.use_gpu:
+true`` on this 2-core CPU machine, still waiting after 400 s). A cluster vocadapt starts on this machine
+(``init_ray``, no ``RAY_ADDRESS``) or one already started in this process cannot grow, so a shortfall there is
+refused, naming what is missing and the settings that fix it. A cluster named by ``RAY_ADDRESS`` may add nodes (an
+autoscaler), so a shortfall there is printed as a warning and Ray waits.
+"""
+
+from __future__ import annotations
+
+import os
+
+from vocadapt.components.errors import UserError
+from vocadapt.platform.config.lapt_sections import LaptSection
+
+
+def worker_request(section: LaptSection, worker_resources: dict[str, float] | None = None) -> dict[str, float]:
+    """What one Ray Train worker asks for (the ``resources_per_worker`` of ``_fit``)."""
+    return {"CPU": float(section.cpus_per_worker), **(worker_resources or {}),
+            **({"GPU": 1.0} if section.use_gpu else {})}
+
+
+def resource_shortfall(section: LaptSection, available: dict[str, float],
+                       worker_resources: dict[str, float] | None = None) -> list[str]:
+    """Each resource the run's workers need in all that ``available`` (a cluster's totals) lacks, as
+    'GPU: 2 needed (1 a worker x 2 workers), 0 in the cluster'; empty when every one is there."""
+    missing = []
+    for name, each in worker_request(section, worker_resources).items():
+        needed = each * section.num_workers
+        have = float(available.get(name, 0.0))
+        if needed > have:
+            missing.append(f"{name}: {needed:g} needed ({each:g} a worker x {section.num_workers} workers), "
+                           f"{have:g} in the cluster")
+    return missing
+
+
+def local_cluster_resources(section: LaptSection) -> dict[str, float]:
+    """What ``init_ray`` gives a LAPT run on this machine: CPUs sized to its workers, the GPUs torch sees
+    (``CUDA_VISIBLE_DEVICES`` respected, as Ray does), no custom resources."""
+    import torch
+
+    return {"CPU": float(max(2, section.num_workers * section.cpus_per_worker)),
+            "GPU": float(torch.cuda.device_count() if torch.cuda.is_available() else 0)}
+
+
+def check_lapt_resources(section: LaptSection, worker_resources: dict[str, float] | None = None, *,
+                         warn=print) -> None:
+    """Refuse a LAPT run whose workers can never be placed (``UserError``), before it writes anything.
+
+    ``lapt.runner: in_process`` with ``lapt.use_gpu`` needs a CUDA device in this process. On Ray: the cluster
+    already started in this process, or the one ``init_ray`` would start here, must hold every worker's
+    resources; a ``RAY_ADDRESS`` cluster not yet connected is checked once connected (``_fit``), and a shortfall
+    there only ``warn``s."""
+    if section.runner == "in_process":
+        if section.use_gpu:
+            import torch
+
+            if not torch.cuda.is_available():
+                raise UserError("lapt.use_gpu is true but this process sees no CUDA device; set lapt.use_gpu "
+                                "false, or run where a GPU is visible")
+        return
+    import ray
+
+    remote = bool(os.environ.get("RAY_ADDRESS"))
+    if ray.is_initialized():
+        available = ray.cluster_resources()
+    elif remote:
+        return  # not connected yet: _fit checks once it is
+    else:
+        available = local_cluster_resources(section)
+    missing = resource_shortfall(section, available, worker_resources)
+    if not missing:
+        return
+    where = f"the Ray cluster at {os.environ['RAY_ADDRESS']}" if remote else "the local Ray cluster on this machine"
+    if remote:
+        warn(f"LAPT's workers need more than {where} has now ({'; '.join(missing)}); Ray Train waits until "
+             "nodes that have it join (an autoscaler), and for ever if none do")
+        return
+    fixes = ["lapt.use_gpu false" if section.use_gpu else None,
+             f"fewer workers (lapt.num_workers, now {section.num_workers})",
+             "RAY_ADDRESS pointing at a cluster that has them"]
+    raise UserError(f"LAPT's {section.num_workers} Ray Train workers can never be placed on {where} "
+                    f"({'; '.join(missing)}), so Ray would wait for ever; set "
+                    f"{', or '.join(fix for fix in fixes if fix)}")
