@@ -29,13 +29,9 @@ def known_pre_tokenizer_before(model_dir: Path):
 
 def normalizer_types_before(tokenizer) -> set[str]:
     """The read as it was: the whole tokenizer serialised and parsed for its normalizer."""
-    found, nodes = set(), [json.loads(tokenizer.backend_tokenizer.to_str()).get("normalizer")]
-    while nodes:
-        node = nodes.pop()
-        if isinstance(node, dict):
-            found.add(node.get("type"))
-            nodes.extend(node.get("normalizers") or [])
-    return found
+    from vocadapt.components.export.gguf import normalizer_node_types
+
+    return normalizer_node_types(json.loads(tokenizer.backend_tokenizer.to_str()).get("normalizer"))
 
 
 def timed(function, argument):

@@ -148,7 +148,12 @@ def _normalizer_types(tokenizer) -> set[str]:
     """The types of the tokenizer's normalizers, a Sequence's included. Only the normalizer is serialised, not the
     whole tokenizer (Gemma-3's: 1.7 s to serialise and parse, for a one-line normalizer)."""
     normalizer = tokenizer.backend_tokenizer.normalizer
-    found, nodes = set(), [None if normalizer is None else json.loads(normalizer.__getstate__())]
+    return normalizer_node_types(None if normalizer is None else json.loads(normalizer.__getstate__()))
+
+
+def normalizer_node_types(node: dict | None) -> set[str]:
+    """The types in a tokenizer.json ``normalizer`` node, a Sequence's members included."""
+    found, nodes = set(), [node]
     while nodes:
         node = nodes.pop()
         if isinstance(node, dict):
