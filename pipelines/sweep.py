@@ -61,6 +61,8 @@ def run_sweep(
         check_methods(sweep)
     base_tree = sweep.base_tree()
     base = ExperimentConfig.model_validate(base_tree)
+    if objective is None:  # the adapt objective's trials run LAPT: its worker groups must fit beside the trials
+        check_sweep_resources(sweep)
     # the adapt objective's trials read the base config's corpora: checked here once, before any run or folder
     checked = _check_corpora(base, console) if objective is None else None
     os.environ.pop("MLFLOW_RUN_ID", None)  # set by `mlflow run`; it would leak into every Ray worker
@@ -137,6 +139,41 @@ def check_methods(sweep: SweepConfig) -> None:
         except UserError as error:
             where = f"search_space.{SINGLE_METHOD_FIELD}" if dimension else "the base experiment"
             raise UserError(f"{where}: {error}") from error
+
+
+def check_sweep_resources(sweep: SweepConfig) -> None:
+    """Refuse, before Ray starts, a sweep whose trials could wait for ever on this machine's cluster: a trial holds
+    ``budget.cpus_per_trial`` (and GPUs) and its LAPT on Ray then starts a worker group that asks for more
+    (``platform/lapt/resources.py``: ``sweep_deadlock``). Every value of the search space's ``lapt.*`` dimensions is
+    considered. A cluster named by RAY_ADDRESS may grow, so it is not checked here."""
+    import ray
+
+    from vocadapt.platform.lapt.resources import local_cluster_resources, sweep_deadlock, trial_lapt_workers
+    from vocadapt.platform.sweeps.tune import trial_experiment
+
+    if os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
+        return
+    base_tree = sweep.base_tree()
+    trials = [trial_experiment(base_tree, {})] + [
+        trial_experiment(base_tree, {dotted: value}) for dotted, dimension in sweep.search_space.items()
+        if dotted.startswith("lapt.") for value in dimension.values_to_check()]
+    workers = {name: max(trial_lapt_workers(trial.lapt)[name] for trial in trials) for name in ("CPU", "GPU")}
+    held = {"CPU": sweep.budget.cpus_per_trial, "GPU": sweep.budget.gpus_per_trial}
+    if ray.is_initialized():
+        available, where = ray.cluster_resources(), "the Ray cluster this process is connected to"
+    else:  # what _ensure_ray starts: every CPU of this machine, the GPUs torch sees
+        available = {"CPU": float(os.cpu_count() or 2), "GPU": local_cluster_resources(trials[0].lapt)["GPU"]}
+        where = "the local Ray cluster on this machine"
+    problems = sweep_deadlock(held, workers, sweep.budget.max_concurrent_trials, available)
+    if not problems:
+        return
+    fits = [k for k in range(1, sweep.budget.max_concurrent_trials)
+            if not sweep_deadlock(held, workers, k, available)]
+    fix = (f"budget.max_concurrent_trials: {fits[-1]}" if fits else
+           "fewer CPUs or GPUs per trial (budget.cpus_per_trial, budget.gpus_per_trial) or LAPT workers "
+           "(lapt.num_workers, lapt.cpus_per_worker)")
+    raise UserError(f"sweep {sweep.name!r}: its trials could wait for ever on {where} ({'; '.join(problems)}); "
+                    f"set {fix}, or lapt.runner: in_process in the base (LAPT on the trial's own CPUs)")
 
 
 def _check_corpora(base: ExperimentConfig, console: Console) -> tuple[Any, dict[str, Any]]:

@@ -84,3 +84,34 @@ def check_lapt_resources(section: LaptSection, worker_resources: dict[str, float
     raise UserError(f"LAPT's {section.num_workers} Ray Train workers can never be placed on {where} "
                     f"({'; '.join(missing)}), so Ray would wait for ever; set "
                     f"{', or '.join(fix for fix in fixes if fix)}")
+
+
+def trial_lapt_workers(section: LaptSection) -> dict[str, float]:
+    """What a sweep trial's LAPT asks for beyond the trial's own reservation: its Ray Train workers' CPUs and GPUs
+    (nothing when LAPT does not run, or runs in the trial's process, on the trial's reservation)."""
+    if not section.runs or section.runner == "in_process":
+        return {"CPU": 0.0, "GPU": 0.0}
+    request = worker_request(section)
+    return {name: request.get(name, 0.0) * section.num_workers for name in ("CPU", "GPU")}
+
+
+def sweep_deadlock(trial: dict[str, float], lapt_workers: dict[str, float], concurrent: int,
+                   available: dict[str, float]) -> list[str]:
+    """Why trials that each hold ``trial`` (Tune's reservation) and then start a LAPT worker group asking for
+    ``lapt_workers`` could wait for ever on a cluster of ``available``: Tune starts as many trials as their own
+    reservations allow (at most ``concurrent``), and a trial's LAPT then needs what those trials left free; if that
+    is less than one group, every trial waits on the others. Empty when the sweep can always progress."""
+    problems = []
+    started = concurrent
+    for name, each in trial.items():
+        if each > 0:
+            started = min(started, int(available.get(name, 0.0) // each))
+    for name in ("CPU", "GPU"):
+        have, held, group = float(available.get(name, 0.0)), trial.get(name, 0.0), lapt_workers.get(name, 0.0)
+        if held + group > have:
+            problems.append(f"{name}: one trial holds {held:g} and its LAPT workers ask for {group:g} more, "
+                            f"{have:g} in the cluster")
+        elif started > 0 and group > 0 and have - started * held < group:
+            problems.append(f"{name}: {started} trials at once hold {started * held:g} of {have:g}, leaving "
+                            f"{have - started * held:g} for a LAPT worker group that asks for {group:g}")
+    return problems

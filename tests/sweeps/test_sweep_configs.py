@@ -128,3 +128,61 @@ def test_every_dimension_the_papers_vary_is_sweepable(tmp_path):
     assert {trial.lapt.distills for trial in trials} == {False, True}
     with pytest.raises(ConfigError, match="lapt.strategy.*'sideways'"):
         load_sweep_config(_write(tmp_path, "base: base.yaml\nsearch_space: {lapt.strategy: {choice: [sideways]}}\n"))
+
+
+@pytest.mark.parametrize("trial, workers, concurrent, problem", [
+    ({"CPU": 1, "GPU": 0}, {"CPU": 1, "GPU": 0}, 1, None),  # the demo sweep on 2 cores: one trial, its one worker
+    ({"CPU": 1, "GPU": 0}, {"CPU": 0, "GPU": 0}, 2, None),  # LAPT in the trial's process: nothing more to wait for
+    ({"CPU": 1, "GPU": 0}, {"CPU": 1, "GPU": 0}, 2, "CPU: 2 trials at once hold 2 of 2, leaving 0 for a LAPT worker "
+                                                   "group that asks for 1"),
+    ({"CPU": 1, "GPU": 0}, {"CPU": 2, "GPU": 0}, 1, "CPU: one trial holds 1 and its LAPT workers ask for 2 more, 2 in "
+                                                   "the cluster"),
+    ({"CPU": 1, "GPU": 1}, {"CPU": 1, "GPU": 0}, 4, None),  # one GPU keeps Tune to one trial: a CPU stays free
+])
+def test_trials_whose_lapt_workers_cannot_start_beside_them_are_named(trial, workers, concurrent, problem):
+    from vocadapt.platform.lapt.resources import sweep_deadlock
+
+    available = {"CPU": 2.0, "GPU": 0.0 if trial["GPU"] == 0 else 1.0}
+    problems = sweep_deadlock(trial, workers, concurrent, available)
+    assert problems == ([] if problem is None else [problem])
+
+
+def _lapt_sweep(tmp_path: Path, concurrent: int, **lapt: object) -> Path:
+    import yaml
+
+    base = {"name": "base", "target": {"language": "it"},
+            "lapt": {"max_steps": 2, "runner": "ray", "num_workers": 1, "cpus_per_worker": 1, **lapt}}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "deadlock", "base": "base.yaml", "search_space": {"init.methods": {"grid": ["fvt"]}},
+        "budget": {"max_concurrent_trials": concurrent, "cpus_per_trial": 1},
+        "storage_path": str(tmp_path / "sweeps")}))
+    return path
+
+
+def test_a_sweep_whose_trials_would_wait_for_each_others_cpus_is_refused_before_ray_starts(tmp_path, monkeypatch):
+    """On a 2-CPU machine (os.cpu_count pinned, so the case reads the same on any test machine): two trials at
+    once, each holding a CPU, leave none for either trial's LAPT worker; the command exits 2 naming the
+    concurrency that fits, before Ray starts and before any folder or run exists."""
+    import ray
+
+    from vocadapt.cli.app import app
+    from vocadapt.components.errors import UserError
+    from vocadapt.pipelines.sweep import check_sweep_resources
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    result = CliRunner().invoke(app, ["sweep", "--config", str(_lapt_sweep(tmp_path, 2))])
+    assert result.exit_code == 2, result.output
+    assert "could wait for ever" in result.output and "budget.max_concurrent_trials: 1" in result.output
+    assert "lapt.runner: in_process" in result.output
+    assert not ray.is_initialized() and not (tmp_path / "sweeps").exists() and not (tmp_path / "mlflow.db").exists()
+    check_sweep_resources(load_sweep_config(_lapt_sweep(tmp_path, 1)))  # one at a time fits
+    for shipped in ("italian-smollm2.yaml", "recovery-cpu.yaml"):  # the CPU sweeps fit a 2-core laptop
+        check_sweep_resources(load_sweep_config(ROOT / "configs" / "sweeps" / shipped))
+    check_sweep_resources(load_sweep_config(_lapt_sweep(tmp_path, 2, runner="in_process")))
+    with pytest.raises(UserError, match="one trial holds 1 and its LAPT workers ask for 2 more"):
+        check_sweep_resources(load_sweep_config(_lapt_sweep(tmp_path, 1, num_workers=2)))
