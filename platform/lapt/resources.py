@@ -11,6 +11,7 @@ autoscaler), so a shortfall there is printed as a warning and Ray waits.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from vocadapt.components.errors import UserError
 from vocadapt.platform.config.lapt_sections import LaptSection
@@ -46,13 +47,13 @@ def local_cluster_resources(section: LaptSection) -> dict[str, float]:
 
 
 def check_lapt_resources(section: LaptSection, worker_resources: dict[str, float] | None = None, *,
-                         warn=print) -> None:
+                         warn: Callable[[str], None] | None = None) -> None:
     """Refuse a LAPT run whose workers can never be placed (``UserError``), before it writes anything.
 
     ``lapt.runner: in_process`` with ``lapt.use_gpu`` needs a CUDA device in this process. On Ray: the cluster
     already started in this process, or the one ``init_ray`` would start here, must hold every worker's
-    resources; a ``RAY_ADDRESS`` cluster not yet connected is checked once connected (``_fit``), and a shortfall
-    there only ``warn``s."""
+    resources. A shortfall on a ``RAY_ADDRESS`` cluster goes to ``warn`` (None: said nothing of it); ``_fit``
+    checks again once connected and warns there, so a run says it once."""
     if section.runner == "in_process":
         if section.use_gpu:
             import torch
@@ -73,16 +74,17 @@ def check_lapt_resources(section: LaptSection, worker_resources: dict[str, float
     missing = resource_shortfall(section, available, worker_resources)
     if not missing:
         return
-    where = f"the Ray cluster at {os.environ['RAY_ADDRESS']}" if remote else "the local Ray cluster on this machine"
     if remote:
-        warn(f"LAPT's workers need more than {where} has now ({'; '.join(missing)}); Ray Train waits until "
-             "nodes that have it join (an autoscaler), and for ever if none do")
+        if warn is not None:
+            warn(f"LAPT's workers need more than the Ray cluster at {os.environ['RAY_ADDRESS']} has now "
+                 f"({'; '.join(missing)}); Ray Train waits until nodes that have it join (an autoscaler), and for "
+                 "ever if none do")
         return
     fixes = ["lapt.use_gpu false" if section.use_gpu else None,
              f"fewer workers (lapt.num_workers, now {section.num_workers})",
              "RAY_ADDRESS pointing at a cluster that has them"]
-    raise UserError(f"LAPT's {section.num_workers} Ray Train workers can never be placed on {where} "
-                    f"({'; '.join(missing)}), so Ray would wait for ever; set "
+    raise UserError(f"LAPT's {section.num_workers} Ray Train workers can never be placed on the local Ray cluster "
+                    f"on this machine ({'; '.join(missing)}), so Ray would wait for ever; set "
                     f"{', or '.join(fix for fix in fixes if fix)}")
 
 
