@@ -148,7 +148,7 @@ def check_sweep_resources(sweep: SweepConfig) -> None:
     considered. A cluster named by RAY_ADDRESS may grow, so it is not checked here."""
     import ray
 
-    from vocadapt.platform.lapt.resources import local_cluster_resources, sweep_deadlock, trial_lapt_workers
+    from vocadapt.platform.lapt.resources import sweep_deadlock, trial_lapt_workers, visible_gpus
     from vocadapt.platform.sweeps.tune import trial_experiment
 
     if os.environ.get("RAY_ADDRESS") and not ray.is_initialized():
@@ -162,7 +162,7 @@ def check_sweep_resources(sweep: SweepConfig) -> None:
     if ray.is_initialized():
         available, where = ray.cluster_resources(), "the Ray cluster this process is connected to"
     else:  # what _ensure_ray starts: every CPU of this machine, the GPUs torch sees
-        available = {"CPU": float(os.cpu_count() or 2), "GPU": local_cluster_resources(trials[0].lapt)["GPU"]}
+        available = {"CPU": float(os.cpu_count() or 2), "GPU": float(visible_gpus())}
         where = "the local Ray cluster on this machine"
     problems = sweep_deadlock(held, workers, sweep.budget.max_concurrent_trials, available)
     if not problems:

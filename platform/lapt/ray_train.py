@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from vocadapt.components.typed_settings import validation_problems
 from vocadapt.platform.config.lapt_sections import ConfigError, LaptSection
-from vocadapt.platform.lapt.resources import check_lapt_resources
+from vocadapt.platform.lapt.resources import check_lapt_resources, local_cluster_cpus, worker_request
 from vocadapt.platform.lapt.progress import PROGRESS_ENV, PROGRESS_FILE, follow_progress, ray_logs_dir
 from vocadapt.platform.lapt.worker import FINAL_CHECKPOINT, lapt_worker
 from vocadapt.platform.model_loading import check_teacher
@@ -289,7 +289,7 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
     from ray.train.torch import TorchConfig, TorchTrainer
 
     section, run_name = plan.section, plan.run_name
-    init_ray(num_cpus=max(2, section.num_workers * section.cpus_per_worker))
+    init_ray(num_cpus=local_cluster_cpus(section))
     # connected now: a RAY_ADDRESS cluster short of the workers' resources is named (Ray waits for nodes to join)
     check_lapt_resources(section, plan.worker_resources, warn=lambda message: print(message, file=sys.stderr))
     passed_env = {k: v for k, v in os.environ.items() if k.startswith(("HF_", "TRANSFORMERS_", "VOCADAPT_"))}
@@ -301,8 +301,7 @@ def _fit(train_loop: Callable[[dict], None], plan: LaptPlan):
         train_loop_config=plan.loop_config,
         torch_config=TorchConfig(backend="nccl" if section.use_gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=section.num_workers, use_gpu=section.use_gpu,
-                                     resources_per_worker={"CPU": section.cpus_per_worker, **plan.worker_resources,
-                                                           **({"GPU": 1} if section.use_gpu else {})}),
+                                     resources_per_worker=worker_request(section, plan.worker_resources)),
         run_config=RunConfig(
             name=run_name, **plan.storage.ray_storage(),
             checkpoint_config=CheckpointConfig(num_to_keep=2),

@@ -18,7 +18,7 @@ from vocadapt.platform.config.lapt_sections import LaptSection
 
 
 def worker_request(section: LaptSection, worker_resources: dict[str, float] | None = None) -> dict[str, float]:
-    """What one Ray Train worker asks for (the ``resources_per_worker`` of ``_fit``)."""
+    """What one Ray Train worker asks for: ``_fit``'s ``resources_per_worker``, and what the checks compare."""
     return {"CPU": float(section.cpus_per_worker), **(worker_resources or {}),
             **({"GPU": 1.0} if section.use_gpu else {})}
 
@@ -37,13 +37,22 @@ def resource_shortfall(section: LaptSection, available: dict[str, float],
     return missing
 
 
-def local_cluster_resources(section: LaptSection) -> dict[str, float]:
-    """What ``init_ray`` gives a LAPT run on this machine: CPUs sized to its workers, the GPUs torch sees
-    (``CUDA_VISIBLE_DEVICES`` respected, as Ray does), no custom resources."""
+def local_cluster_cpus(section: LaptSection) -> int:
+    """The CPUs of the cluster ``_fit`` starts on this machine (``init_ray``): its workers' CPUs, at least 2."""
+    return max(2, section.num_workers * section.cpus_per_worker)
+
+
+def visible_gpus() -> int:
+    """The GPUs torch sees here (``CUDA_VISIBLE_DEVICES`` respected, as Ray counts them)."""
     import torch
 
-    return {"CPU": float(max(2, section.num_workers * section.cpus_per_worker)),
-            "GPU": float(torch.cuda.device_count() if torch.cuda.is_available() else 0)}
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def local_cluster_resources(section: LaptSection) -> dict[str, float]:
+    """What ``init_ray`` gives a LAPT run on this machine: CPUs sized to its workers, the GPUs torch sees, no
+    custom resources."""
+    return {"CPU": float(local_cluster_cpus(section)), "GPU": float(visible_gpus())}
 
 
 def check_lapt_resources(section: LaptSection, worker_resources: dict[str, float] | None = None, *,
