@@ -15,6 +15,14 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # every 0.5 s (inherited by the clusters, CLI runs and Ray workers that tests start). The two Ray LAPT files alone:
 # 132 s at 2 s, 124 s at 0.5 s (docs/benchmarks/test-suite.md).
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
+# The venv's bin first on PATH, as an activated venv has it, for this process and every process a test starts (Ray
+# workers included). DeepSpeed on CPU compiles its shared-memory op with whichever `ninja` PATH finds, into one
+# folder shared by every venv (~/.cache/torch_extensions). The venv's ninja (1.13, a DeepSpeed dependency) and
+# Debian's (1.11) keep their build logs differently, so each one took the other's build for stale and compiled the op
+# again (about 50 CPU-s): the multi-node test's nodes put the venv's bin first, the suite's own Ray workers did not.
+_VENV_BIN = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _VENV_BIN:
+    os.environ["PATH"] = os.pathsep.join([_VENV_BIN, *filter(None, [os.environ.get("PATH")])])
 
 FIXTURE_CORPORA = Path(__file__).parent / "fixtures" / "corpora"
 
