@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -16,13 +17,17 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # 132 s at 2 s, 124 s at 0.5 s (docs/benchmarks/test-suite.md).
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 # The venv's bin first on PATH, as an activated venv has it, for this process and every process a test starts (Ray
-# workers included). DeepSpeed on CPU compiles its shared-memory op with whichever `ninja` PATH finds, into one
-# folder shared by every venv (~/.cache/torch_extensions). The venv's ninja (1.13, a DeepSpeed dependency) and
-# Debian's (1.11) keep their build logs differently, so each one took the other's build for stale and compiled the op
-# again (about 50 CPU-s): the multi-node test's nodes put the venv's bin first, the suite's own Ray workers did not.
+# workers included). DeepSpeed on CPU compiles its shared-memory op with whichever `ninja` PATH finds, into
+# ~/.cache/torch_extensions. The venv's ninja (1.13, a DeepSpeed dependency) and Debian's (1.11) keep their build
+# logs differently, so each one took the other's build for stale and compiled the op again (about 50 CPU-s): the
+# multi-node test's nodes put the venv's bin first, the suite's own Ray workers did not.
 _VENV_BIN = str(Path(sys.executable).parent)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _VENV_BIN:
     os.environ["PATH"] = os.pathsep.join([_VENV_BIN, *filter(None, [os.environ.get("PATH")])])
+# And a build folder per venv: the op's build names the venv's paths, so the suites of two checkouts (a fresh clone
+# beside a working one) took each other's build for stale and compiled it again, 25 to 75 s each time.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(
+    Path.home() / ".cache" / "torch_extensions" / f"venv-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}"))
 
 FIXTURE_CORPORA = Path(__file__).parent / "fixtures" / "corpora"
 
