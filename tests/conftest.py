@@ -23,7 +23,7 @@ os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 # multi-node test's nodes put the venv's bin first, the suite's own Ray workers did not.
 _VENV_BIN = str(Path(sys.executable).parent)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _VENV_BIN:
-    os.environ["PATH"] = os.pathsep.join([_VENV_BIN, *filter(None, [os.environ.get("PATH")])])
+    os.environ["PATH"] = os.pathsep.join(filter(None, [_VENV_BIN, os.environ.get("PATH")]))
 # And a build folder per venv: the op's build names the venv's paths, so the suites of two checkouts (a fresh clone
 # beside a working one) took each other's build for stale and compiled it again, 25 to 75 s each time.
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(

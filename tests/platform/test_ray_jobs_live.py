@@ -34,7 +34,7 @@ def _free_port() -> int:
 def job_server(tmp_path_factory):
     temp = Path("/tmp") / f"vr{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
     dashboard = _free_port()
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # the venv's bin first on PATH: tests/conftest.py
     env.pop("RAY_ADDRESS", None)
     log = open(tmp_path_factory.mktemp("head") / "head.log", "w")
     head = subprocess.Popen(

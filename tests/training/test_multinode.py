@@ -61,7 +61,7 @@ class Cluster:
         # driver must use the same mode (DRIVER_ENV, checked by the `cluster` fixture). Ray's memory monitor off: it
         # reads the whole machine's memory, and on a shared machine it killed these tiny workers for what other
         # processes used (22.75 of 23.54 GB, seen once).
-        self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0",
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
                     "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **DRIVER_ENV,
                     "RAY_memory_monitor_refresh_ms": "0"}
         self.env.pop("RAY_ADDRESS", None)
