@@ -4,6 +4,7 @@ tokenizer expanded by a few hundred Italian tokens, and embedding-only checkpoin
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import shutil
@@ -18,6 +19,7 @@ from vocadapt.platform.families.catalogue import model_family
 NEW_TOKENS = 300  # expansion size: a few hundred Italian tokens keep every family's test in seconds
 LINES = 3000  # Italian lines the auxiliary tokenizers are trained on
 _WORK = Path(tempfile.mkdtemp(prefix="vocadapt-family-surgery-"))
+atexit.register(shutil.rmtree, _WORK, ignore_errors=True)  # 250 MB of tokenizers and checkpoints a test process
 
 
 @lru_cache(maxsize=1)
