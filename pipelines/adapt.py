@@ -20,6 +20,7 @@ import yaml
 from rich.console import Console
 
 from vocadapt.components.evaluation.parameters import parameter_counts
+from vocadapt.components.tokenizers.saving import save_tokenizer
 from vocadapt.pipelines.adapt_outcomes import AdaptResult, MethodOutcome
 from vocadapt.pipelines.adapt_report import bits_per_byte_table, expansion_summary, fertility_metrics, print_summary
 from vocadapt.pipelines.fertility_steps import measure_fertility
@@ -277,7 +278,7 @@ def _initialise(run: MethodRun) -> tuple[Any, MethodOutcome, dict[str, float]]:
         model, record = recipe.initialise(run.initializer)
         initial_dir = recipe.workdir / method / "initialised"
         model.save_pretrained(initial_dir)
-        target_tokenizer.save_pretrained(initial_dir)
+        save_tokenizer(target_tokenizer, initial_dir)
         strip_custom_code(initial_dir)
     tracker.log_metrics(run_id, {"init_seconds": time.perf_counter() - started} | parameter_counts(model))
     tracker.log_dict(run_id, record, "initialisation.json")

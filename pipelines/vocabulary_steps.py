@@ -9,6 +9,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from vocadapt.components.tokenizers.saving import save_tokenizer
 from vocadapt.platform.config import ExperimentConfig
 from vocadapt.platform.energy import measure_energy
 from vocadapt.platform.assets.sources import ResolvedInputs, read_documents
@@ -53,7 +54,7 @@ def train_target_tokenizer(config, inputs, source_tokenizer, workdir: Path, cach
     else:
         change = expand_vocabulary(config, inputs, source_tokenizer, trained)
     tokenizer_dir = workdir / "tokenizer"
-    change.tokenizer.save_pretrained(tokenizer_dir)
+    save_tokenizer(change.tokenizer, tokenizer_dir)
     shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
     return change.tokenizer, change, tokenizer_dir
 
@@ -100,7 +101,7 @@ def several_languages_tokenizer(config, inputs, source_tokenizer, workdir: Path)
         change = expand_for_languages(source_tokenizer, candidates, config.tokenizer.expand_top_k,
                                       rule=config.tokenizer.budget_rule, protect=guard)
     tokenizer_dir = workdir / "tokenizer"
-    change.tokenizer.save_pretrained(tokenizer_dir)
+    save_tokenizer(change.tokenizer, tokenizer_dir)
     shutil.rmtree(workdir / "tokenizer-trained", ignore_errors=True)
     return change.tokenizer, change, tokenizer_dir
 
@@ -132,7 +133,7 @@ def trim_source_tokenizer(config, inputs, source_tokenizer, workdir: Path):
     change = trim_tokenizer(source_tokenizer, documents, min_count=config.tokenizer.trim_min_count,
                             size=config.tokenizer.trim_size)
     tokenizer_dir = workdir / "tokenizer"
-    change.tokenizer.save_pretrained(tokenizer_dir)
+    save_tokenizer(change.tokenizer, tokenizer_dir)
     return change.tokenizer, change, tokenizer_dir
 
 

@@ -32,6 +32,7 @@ import torch
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.merging.settings import MergeSettings
+from vocadapt.components.tokenizers.saving import save_tokenizer
 
 LERP_ABOVE = 0.9995  # |cos| of the two weight vectors above which SLERP is numerically a lerp (core/slerp.py)
 RECORD_NAME = "vocadapt_merge.json"
@@ -254,7 +255,7 @@ def merge_model_folders(adapted_dir: Path, chat_dir: Path, out_dir: Path, settin
                 shutil.copy2(item, staging / item.name)
         if chat_tokenizer.chat_template and adapted_tokenizer.chat_template != chat_tokenizer.chat_template:
             adapted_tokenizer.chat_template = chat_tokenizer.chat_template
-            adapted_tokenizer.save_pretrained(str(staging))
+            save_tokenizer(adapted_tokenizer, staging)
         record = plan.record() | {"adapted_model": str(adapted_dir), "chat_model": str(chat_dir)}
         (staging / RECORD_NAME).write_text(json.dumps(record, indent=2))
         shutil.rmtree(out_dir, ignore_errors=True)

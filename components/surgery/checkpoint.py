@@ -25,6 +25,7 @@ from vocadapt.components.surgery.matrices import InitInputs, Initialisation, ada
 from vocadapt.components.surgery.in_memory import SPECIAL_ID_FIELDS, target_special_ids
 from vocadapt.components.surgery.plan import RowLayout, VocabularyPlan, plan_vocabulary
 from vocadapt.components.surgery.streaming import DEFAULT_BUDGET_BYTES
+from vocadapt.components.tokenizers.saving import save_tokenizer
 
 NEW_SHARD = "model-vocadapt-embeddings.safetensors"
 RECORD_NAME = "vocadapt_init.json"
@@ -102,7 +103,7 @@ def _copy_side_files(source_dir: Path, tmp: Path, tokenizers: tuple[Any, Any], s
         for field in SPECIAL_ID_FIELDS:
             settings[field] = target_special_ids(settings.get(field), field, source_tokenizer, target_tokenizer)
         generation.write_text(json.dumps(settings, indent=2) + "\n")
-    target_tokenizer.save_pretrained(str(tmp))
+    save_tokenizer(target_tokenizer, tmp)
 
 
 def _write_shards(source_dir: Path, tmp: Path, weight_map: dict[str, str], new_tensors: list[str], link: str):

@@ -19,6 +19,7 @@ import dataclasses
 from vocadapt.components.surgery.checkpoint import CheckpointWriting, adapt_checkpoint
 from vocadapt.components.surgery.matrices import Initialisation
 from vocadapt.components.surgery.plan import RowLayout
+from vocadapt.components.tokenizers.saving import save_tokenizer
 
 
 def trim_checkpoint(
@@ -46,7 +47,7 @@ def trim_checkpoint(
     parameters = vocabulary_change(load_model_config(source_dir), len(trim.tokenizer))
     staging = Path(tempfile.mkdtemp(prefix="vocadapt-trim-"))
     try:
-        trim.tokenizer.save_pretrained(str(staging))
+        save_tokenizer(trim.tokenizer, staging)
         # "random" streams column blocks and draws nothing here: every row is copied
         record_extra = {"mode": "trim", "method": "copy", "target_tokenizer": "trimmed source tokenizer",
                         "trim": trim.record(), "parameters": parameters, **(writing.record_extra or {})}

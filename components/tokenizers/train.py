@@ -20,6 +20,7 @@ from typing import Any
 
 from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._wrap import SpecialTokenPlan, plan_special_tokens, wrap_fast
+from vocadapt.components.tokenizers.saving import save_tokenizer
 
 KINDS = ("bytelevel-bpe", "spm-bpe", "spm-unigram", "wordpiece")
 
@@ -311,7 +312,7 @@ def save_atomically(tokenizer, out_dir: str | Path, overwrite: bool = False) -> 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        tokenizer.save_pretrained(str(staging))
+        save_tokenizer(tokenizer, staging)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         staging.rename(out_dir)

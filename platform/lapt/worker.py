@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vocadapt.components.tokenizers.saving import save_tokenizer
 from vocadapt.platform import model_loading
 from vocadapt.platform.config.lapt_sections import LaptSection
 from vocadapt.platform.lapt.progress import PROGRESS_ENV, worker_phase_progress, worker_progress
@@ -246,7 +247,7 @@ def save_model(model, tokenizer, folder: Path, rank: int) -> None:
     with gathered:
         if rank == 0:
             model.save_pretrained(folder, safe_serialization=True)
-            tokenizer.save_pretrained(folder)
+            save_tokenizer(tokenizer, folder)
 
 
 def _report_again(checkpoint: Path, rank: int) -> None:
