@@ -33,14 +33,28 @@ def _embedding_tensor(model_dir: Path) -> torch.Tensor:
     raise ValueError(f"helper model {model_dir}: no input-embedding tensor (looked for *{', *'.join(_EMBEDDING_SUFFIXES)})")
 
 
+# token -> id of each helper tokenizer.json read in this process, keyed by a digest of the file's bytes: one adapt
+# reads its helper once for the embeddings and once for the head, and a sweep or the family tests read the same
+# helper for every helper method (a 262K-token Gemma-3 vocabulary took 0.3 to 2 s a read, hashing it tens of ms)
+_VOCABULARIES: dict[str, dict[str, int]] = {}
+
+
 def _helper_vocabulary(model_dir: Path) -> dict[str, int] | None:
-    """The helper's token -> id, added tokens included; None when the folder holds no tokenizer. A tokenizer.json is
-    read by the tokenizers library alone (0.3 s for Gemma-3's 262K tokens, where building the transformers tokenizer
-    took 5 s)."""
-    if (model_dir / "tokenizer.json").exists():
+    """The helper's token -> id, added tokens included (read only: the dict is shared by later calls for the same
+    file); None when the folder holds no tokenizer. A tokenizer.json is read by the tokenizers library alone (0.3 s
+    for Gemma-3's 262K tokens, where building the transformers tokenizer took 5 s)."""
+    tokenizer_json = model_dir / "tokenizer.json"
+    if tokenizer_json.exists():
+        import hashlib
+
         from tokenizers import Tokenizer
 
-        return Tokenizer.from_file(str(model_dir / "tokenizer.json")).get_vocab(with_added_tokens=True)
+        digest = hashlib.blake2b(tokenizer_json.read_bytes(), digest_size=16).hexdigest()
+        if digest not in _VOCABULARIES:
+            if len(_VOCABULARIES) >= 8:
+                _VOCABULARIES.clear()
+            _VOCABULARIES[digest] = Tokenizer.from_file(str(tokenizer_json)).get_vocab(with_added_tokens=True)
+        return _VOCABULARIES[digest]
     if (model_dir / "tokenizer_config.json").exists():
         from transformers import AutoTokenizer
 

@@ -31,6 +31,7 @@ import numpy as np
 from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._backend import backend_json, piece_encoding, scheme_of
 from vocadapt.components.tokenizers._merges import MergeTable, ProtectedWords, plan_merges
+from vocadapt.components.tokenizers.saving import record_added_tokens
 from vocadapt.components.tokenizers._source_splits import SourceSplits
 from vocadapt.components.tokenizers.canonical import CanonicalToken, canonical_index, canonical_tokens
 from vocadapt.components.tokenizers.fertility import count_tokens
@@ -298,6 +299,7 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
     with tempfile.TemporaryDirectory() as folder:
         source_tokenizer.save_pretrained(folder)
         Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        record_added_tokens(folder, data.get("added_tokens") or [])  # spares the load a parse of the file in Python
         tokenizer = AutoTokenizer.from_pretrained(folder)
     return tokenizer, ids
 

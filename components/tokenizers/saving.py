@@ -22,17 +22,26 @@ def save_tokenizer(tokenizer: Any, folder: str | Path) -> None:
     """``tokenizer.save_pretrained(folder)``, then the tokenizer's added tokens (id → content and flags) written into
     the folder's ``tokenizer_config.json`` as ``added_tokens_decoder``, where transformers did not write them.
 
-    Only for a folder saved whole: a caller that rewrites ``tokenizer.json`` afterwards (new ids) must not record
-    the old ids beside it."""
+    Only for a folder saved whole: a caller that rewrites ``tokenizer.json`` afterwards (new ids) records the new
+    file's added tokens with :func:`record_added_tokens` instead."""
     tokenizer.save_pretrained(str(folder))
-    config_path = Path(folder, CONFIG_FILE)
-    if getattr(tokenizer, "backend_tokenizer", None) is None or not config_path.is_file():
+    if getattr(tokenizer, "backend_tokenizer", None) is None:
         return  # a slow (Python or SentencePiece) tokenizer: no tokenizer.json to parse twice
-    settings = json.loads(config_path.read_text(encoding="utf-8"))
-    if "added_tokens_decoder" in settings:
+    record_added_tokens(folder, [{"id": token_id, **token.__getstate__()}
+                                 for token_id, token in tokenizer.added_tokens_decoder.items()], replace=False)
+
+
+def record_added_tokens(folder: str | Path, added_tokens: list[dict[str, Any]], *, replace: bool = True) -> None:
+    """Write ``added_tokens`` (tokenizer.json's ``added_tokens`` entries: id, content and flags) into the folder's
+    ``tokenizer_config.json`` as ``added_tokens_decoder``; ``replace=False`` keeps an entry already there."""
+    config_path = Path(folder, CONFIG_FILE)
+    if not config_path.is_file():
         return
-    settings["added_tokens_decoder"] = {str(token_id): dict(token.__getstate__())
-                                        for token_id, token in sorted(tokenizer.added_tokens_decoder.items())}
+    settings = json.loads(config_path.read_text(encoding="utf-8"))
+    if "added_tokens_decoder" in settings and not replace:
+        return
+    settings["added_tokens_decoder"] = {str(entry["id"]): {key: value for key, value in entry.items() if key != "id"}
+                                        for entry in sorted(added_tokens, key=lambda entry: entry["id"])}
     # as transformers writes the file
     config_path.write_text(json.dumps(settings, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                            encoding="utf-8")

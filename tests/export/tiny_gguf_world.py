@@ -67,6 +67,7 @@ def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
 
     from vocadapt.components.tokenizers.expand import expand_with_target
     from vocadapt.components.tokenizers.replace import replace_vocabulary
+    from vocadapt.components.tokenizers.saving import save_tokenizer
     from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
     from vocadapt.platform.families.twins import TwinShape, build_twin
 
@@ -86,7 +87,7 @@ def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
             setattr(model.generation_config, f"{role}_token_id", getattr(adapted, f"{role}_token_id"))
     out = folder / mode
     f16_exact_and_sharp(model).save_pretrained(out)
-    adapted.save_pretrained(out)
+    save_tokenizer(adapted, out)  # as vocadapt writes it
     return out
 
 

@@ -65,12 +65,13 @@ def _expanded_tokenizer_dir(name: str, family_dir: str) -> Path:
     from transformers import AutoTokenizer
 
     from vocadapt.components.tokenizers.expand import expand_with_top_k
+    from vocadapt.components.tokenizers.saving import save_tokenizer
 
     source = AutoTokenizer.from_pretrained(family_dir)
     auxiliary = AutoTokenizer.from_pretrained(str(tokenizer_dir(model_family(name).tokenizer_kind)))
     expansion = expand_with_top_k(source, auxiliary, list(italian_lines()[:1000]), NEW_TOKENS)
     out = _WORK / f"{name}-expanded"
-    expansion.tokenizer.save_pretrained(str(out))
+    save_tokenizer(expansion.tokenizer, out)
     return out
 
 
