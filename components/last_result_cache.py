@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -28,30 +27,3 @@ class LastResultCache:
             self._value = compute()
             self._objects, self._key = objects, key
         return self._value
-
-
-class LastTensorResult:
-    """A :class:`LastResultCache` for results computed from one tensor each (a source matrix's per-column
-    statistics), keeping the last ``slots`` of them (two: an untied model's input embeddings and LM head, which each
-    method reads in turn) and holding each tensor weakly, so a matrix of gigabytes is not kept alive by its result.
-
-    A result is reused only while its very tensor is alive and unchanged: torch's version counter counts every
-    in-place write to the tensor or to any view of its storage. An inference tensor (no version counter) is never
-    cached."""
-
-    def __init__(self, slots: int = 2) -> None:
-        self._slots = slots
-        self._entries: list[tuple[weakref.ref, int, Any]] = []  # (tensor, its version, result), newest last
-
-    def get(self, tensor: Any, compute: Callable[[], Any]) -> Any:
-        try:
-            version = tensor._version
-        except RuntimeError:  # an inference tensor
-            return compute()
-        for entry in self._entries:
-            if entry[0]() is tensor and entry[1] == version:
-                return entry[2]
-        value = compute()
-        live = [entry for entry in self._entries if entry[0]() is not None and entry[0]() is not tensor]
-        self._entries = live[len(live) - self._slots + 1:] + [(weakref.ref(tensor), version, value)]
-        return value

@@ -11,7 +11,6 @@ from typing import Any
 import torch
 
 from vocadapt.components.initializers import InitProblem, MissingHelperError, get_initializer, read_source_rows
-from vocadapt.components.last_result_cache import LastTensorResult
 
 # Rows of the (new x overlap) similarity matrix handled at once: 2,048 x 20,000 float32 is 160 MB, which keeps
 # FOCUS, CLP and SALT inside the 4 GB budget of the 8B benchmark.
@@ -42,14 +41,8 @@ STATISTICS_COLUMNS = 256
 STATISTICS_ROWS = 512
 
 
-# The last matrix's statistics: every method of an adapt draws its fallback rows from the same source matrix (4.7 s
-# a Llama-3.1-8B matrix on 2 cores, twice per untied model, for each method run)
-_STATISTICS = LastTensorResult()
-
-
 def source_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-dimension mean and standard deviation of the source rows, (hidden,) each, float32; read only (the last
-    matrix's pair is kept for the next call on that very matrix, unchanged since).
+    """Per-dimension mean and standard deviation of the source rows, (hidden,) each, float32.
 
     Computed STATISTICS_COLUMNS columns at a time, each copied to float32 with its columns as rows (STATISTICS_ROWS
     rows at a time) and reduced along them: the same values, bit for bit, as ``torch.std_mean(matrix.float(),
@@ -58,10 +51,6 @@ def source_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     a float32 copy of the whole matrix. Column j's values depend on column j only, so a streamed column block gets
     them too.
     """
-    return _STATISTICS.get(source_matrix, lambda: _column_mean_std(source_matrix))
-
-
-def _column_mean_std(source_matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     rows, hidden = source_matrix.shape
     mean = torch.empty(hidden, dtype=torch.float32)
     std = torch.empty(hidden, dtype=torch.float32)
