@@ -31,10 +31,10 @@ import numpy as np
 from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._backend import backend_json, piece_encoding, scheme_of
 from vocadapt.components.tokenizers._merges import MergeTable, ProtectedWords, plan_merges
-from vocadapt.components.tokenizers.saving import record_added_tokens
 from vocadapt.components.tokenizers._source_splits import SourceSplits
 from vocadapt.components.tokenizers.canonical import CanonicalToken, canonical_index, canonical_tokens
 from vocadapt.components.tokenizers.fertility import count_tokens
+from vocadapt.components.tokenizers.saving import record_added_tokens
 
 
 SPLITS_REASON = "would join digits, spaces or symbols the source keeps apart"

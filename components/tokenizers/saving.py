@@ -3,10 +3,10 @@
 transformers 5 writes no ``added_tokens_decoder`` into ``tokenizer_config.json``. Loading a folder without one takes
 a legacy path: ``from_pretrained`` parses the whole ``tokenizer.json`` in Python only to read its added tokens, and
 then the Rust tokenizer parses the file again. The hub's own folders (Llama-3.1-8B, Qwen3-8B, Gemma-3) carry the
-entry, so they skip that parse. Measured on copies of the family tokenizers, each saved by ``save_pretrained``
-and then loaded, best of two (docs/benchmarks/test-suite.md): Llama-3.1's load 1.48 s → 0.81 s, Gemma-3's
-5.13 s → 3.41 s, Qwen3's 1.87 s → 1.03 s, Mistral's 0.49 s → 0.15 s. The loaded tokenizer is the same either way:
-the entry holds what the legacy path reads from ``tokenizer.json``.
+entry, so they skip that parse. ``benchmarks/tokenizer_loads.py`` (each family's real tokenizer saved both ways,
+the best of three loads; docs/benchmarks/test-suite.md): Llama-3.1's load 1.19 s → 0.53 s, Qwen3's 1.06 s →
+0.61 s, Gemma-3's 4.03 s → 2.82 s, Mistral's 0.32 s → 0.13 s. The loaded tokenizer is the same either way: the
+entry holds what the legacy path reads from ``tokenizer.json``.
 """
 
 from __future__ import annotations
