@@ -115,6 +115,17 @@ def test_expand_keeps_text_the_family_way(adapted, corpora):
     assert italian_after < 0.95 * italian_before  # the new tokens are used: expansion did something
 
 
+def test_expand_keeps_text_after_a_special_token_the_family_way(adapted, corpora):
+    """Text right after a special token, as a rendered chat template has it ("<s>[INST] ..."), is split as the
+    source splits it: Mistral-7B-v0.1's tokenizer puts a '▁' before the text after each special token ("legacy"),
+    a setting transformers 5 does not save, so the expansion, reloaded from a folder, lost it once."""
+    _, source, expansion, _ = adapted
+    specials = [token for token in (source.bos_token, source.eos_token) if token]
+    texts = [special + text for special in specials for text in [*corpora["en"][:10], "Ciao", "[INST] Ciao"]]
+    assert expansion.tokenizer(texts, add_special_tokens=False)["input_ids"] == source(
+        texts, add_special_tokens=False)["input_ids"]
+
+
 def test_expand_keeps_the_family_number_rule(adapted):
     name, source, expansion, _ = adapted
     digits = [_digit_pieces(t.tokenize(NUMBERS)) for t in (source, expansion.tokenizer)]
