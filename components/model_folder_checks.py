@@ -180,9 +180,9 @@ def read_tokenizer_ids(folder: Path, what: str) -> TokenizerIds | None:
     LAPT's output, the registered version the serve check downloads)."""
     folder = Path(folder)
     if (folder / _TOKENIZER_JSON).is_file():
-        key = (_TOKENIZER_JSON, _file_digest(folder / _TOKENIZER_JSON))
+        key = (_TOKENIZER_JSON, file_digest(folder / _TOKENIZER_JSON))
     else:
-        key = ("sentencepiece", *(_file_digest(folder / name) for name in _SENTENCEPIECE_FILES))
+        key = ("sentencepiece", *(file_digest(folder / name) for name in _SENTENCEPIECE_FILES))
     if key in _TOKENIZER_IDS_CACHE:
         count, highest, file_name = _TOKENIZER_IDS_CACHE[key]
         return TokenizerIds(count, highest, str(folder / file_name))
@@ -194,7 +194,9 @@ def read_tokenizer_ids(folder: Path, what: str) -> TokenizerIds | None:
     return ids
 
 
-def _file_digest(path: Path) -> str | None:
+def file_digest(path: Path) -> str | None:
+    """A digest of the file's bytes (blake2b, 16 bytes, hex: tens of milliseconds for a 262K-token tokenizer.json),
+    what a per-process cache of a parsed file is keyed by; None when the file cannot be read."""
     import hashlib
 
     try:

@@ -45,11 +45,11 @@ def _helper_vocabulary(model_dir: Path) -> dict[str, int] | None:
     for Gemma-3's 262K tokens, where building the transformers tokenizer took 5 s)."""
     tokenizer_json = model_dir / "tokenizer.json"
     if tokenizer_json.exists():
-        import hashlib
-
         from tokenizers import Tokenizer
 
-        digest = hashlib.blake2b(tokenizer_json.read_bytes(), digest_size=16).hexdigest()
+        from vocadapt.components.model_folder_checks import file_digest
+
+        digest = file_digest(tokenizer_json)
         if digest not in _VOCABULARIES:
             if len(_VOCABULARIES) >= 8:
                 _VOCABULARIES.clear()

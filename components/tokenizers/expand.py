@@ -34,7 +34,7 @@ from vocadapt.components.tokenizers._merges import MergeTable, ProtectedWords, p
 from vocadapt.components.tokenizers._source_splits import SourceSplits
 from vocadapt.components.tokenizers.canonical import CanonicalToken, canonical_index, canonical_tokens
 from vocadapt.components.tokenizers.fertility import count_tokens
-from vocadapt.components.tokenizers.saving import record_added_tokens, record_legacy
+from vocadapt.components.tokenizers.saving import record_added_tokens
 
 
 SPLITS_REASON = "would join digits, spaces or symbols the source keeps apart"
@@ -299,8 +299,8 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
     with tempfile.TemporaryDirectory() as folder:
         source_tokenizer.save_pretrained(folder)
         Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        record_added_tokens(folder, data.get("added_tokens") or [])  # spares the load a parse of the file in Python
-        record_legacy(folder, source_tokenizer)  # or a Mistral tokenizer splits text after "<s>" differently
+        # spares the load a parse of the file in Python; without legacy, Mistral's splits text after "<s>" differently
+        record_added_tokens(folder, data.get("added_tokens") or [], source_tokenizer)
         tokenizer = AutoTokenizer.from_pretrained(folder)
     return tokenizer, ids
 

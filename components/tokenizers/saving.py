@@ -21,30 +21,30 @@ CONFIG_FILE = "tokenizer_config.json"
 
 def save_tokenizer(tokenizer: Any, folder: str | Path) -> None:
     """``tokenizer.save_pretrained(folder)``, then what transformers leaves out of the folder's
-    ``tokenizer_config.json`` written into it: the tokenizer's added tokens (id → content and flags) as
-    ``added_tokens_decoder``, and its ``legacy`` setting (:func:`record_legacy`).
+    ``tokenizer_config.json`` written into it, in one rewrite of the file: the tokenizer's added tokens (id → content
+    and flags) as ``added_tokens_decoder``, and its ``legacy`` setting (:func:`legacy_setting`).
 
     Only for a folder saved whole: a caller that rewrites ``tokenizer.json`` afterwards (new ids) records the new
     file's added tokens with :func:`record_added_tokens` instead."""
     tokenizer.save_pretrained(str(folder))
-    record_legacy(folder, tokenizer)
-    if getattr(tokenizer, "backend_tokenizer", None) is None:
-        return  # a slow (Python or SentencePiece) tokenizer: no tokenizer.json to parse twice
-    record_added_tokens(folder, [{"id": token_id, **token.__getstate__()}
-                                 for token_id, token in tokenizer.added_tokens_decoder.items()], replace=False)
+    entries = legacy_setting(tokenizer)
+    if getattr(tokenizer, "backend_tokenizer", None) is not None:  # a slow tokenizer has no tokenizer.json to parse
+        entries["added_tokens_decoder"] = _decoder([{"id": token_id, **token.__getstate__()}
+                                                    for token_id, token in tokenizer.added_tokens_decoder.items()])
+    _add_to_config(folder, entries, replace=False)
 
 
-def record_added_tokens(folder: str | Path, added_tokens: list[dict[str, Any]], *, replace: bool = True) -> None:
-    """Write ``added_tokens`` (tokenizer.json's ``added_tokens`` entries: id, content and flags) into the folder's
-    ``tokenizer_config.json`` as ``added_tokens_decoder``; ``replace=False`` keeps an entry already there."""
-    decoder = {str(entry["id"]): {key: value for key, value in entry.items() if key != "id"}
-               for entry in sorted(added_tokens, key=lambda entry: entry["id"])}
-    _update_config(folder, "added_tokens_decoder", decoder, replace=replace)
+def record_added_tokens(folder: str | Path, added_tokens: list[dict[str, Any]], tokenizer: Any) -> None:
+    """For a scratch folder whose ``tokenizer.json`` was rewritten after ``tokenizer.save_pretrained(folder)``: write
+    the new file's ``added_tokens`` entries (id, content and flags) into its ``tokenizer_config.json`` as
+    ``added_tokens_decoder`` (replacing any, whose ids would be the old ones), and ``tokenizer``'s ``legacy``
+    setting, before the folder is loaded back."""
+    _add_to_config(folder, legacy_setting(tokenizer), replace=False)
+    _add_to_config(folder, {"added_tokens_decoder": _decoder(added_tokens)}, replace=True)
 
 
-def record_legacy(folder: str | Path, tokenizer: Any) -> None:
-    """Write the tokenizer's ``legacy`` setting (a SentencePiece-style Llama or Mistral tokenizer's) into the folder's
-    ``tokenizer_config.json`` where transformers left it out.
+def legacy_setting(tokenizer: Any) -> dict[str, bool]:
+    """``{"legacy": ...}`` for a SentencePiece-style Llama or Mistral tokenizer, else nothing.
 
     transformers 5.23 does not save it, and a ``LlamaTokenizer`` loaded without it takes ``legacy=False``, which
     rebuilds its Metaspace pre-tokenizer to prepend "▁" to the start of the text only ("first") instead of to each
@@ -52,18 +52,21 @@ def record_legacy(folder: str | Path, tokenizer: Any) -> None:
     by transformers tokenized text after a special token differently from the source: "<s>Ciao" was
     [1, 334 ("▁Ci"), 23985] in the source and [1, 28743 ("C"), 23985] in the copy."""
     legacy = getattr(tokenizer, "legacy", None)
-    if isinstance(legacy, bool):
-        _update_config(folder, "legacy", legacy, replace=False)
+    return {"legacy": legacy} if isinstance(legacy, bool) else {}
 
 
-def _update_config(folder: str | Path, key: str, value: Any, *, replace: bool) -> None:
+def _decoder(added_tokens: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {str(entry["id"]): {key: value for key, value in entry.items() if key != "id"}
+            for entry in sorted(added_tokens, key=lambda entry: entry["id"])}
+
+
+def _add_to_config(folder: str | Path, entries: dict[str, Any], *, replace: bool) -> None:
+    """Write ``entries`` into the folder's tokenizer_config.json (``replace=False``: a key already there stays)."""
     config_path = Path(folder, CONFIG_FILE)
-    if not config_path.is_file():
+    if not entries or not config_path.is_file():
         return
     settings = json.loads(config_path.read_text(encoding="utf-8"))
-    if key in settings and not replace:
-        return
-    settings[key] = value
+    settings.update(entries if replace else {key: value for key, value in entries.items() if key not in settings})
     # as transformers writes the file
     config_path.write_text(json.dumps(settings, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
                            encoding="utf-8")

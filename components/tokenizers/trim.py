@@ -30,7 +30,7 @@ from typing import Any
 from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._backend import backend_json, backend_of, bytes_to_unicode, scheme_of
 from vocadapt.components.tokenizers._merges import merge_pair
-from vocadapt.components.tokenizers.saving import record_added_tokens, record_legacy
+from vocadapt.components.tokenizers.saving import record_added_tokens
 
 
 @dataclass
@@ -284,8 +284,7 @@ def _build(tokenizer: Any, data: dict, pairs: Sequence[tuple[str, str]], kept: s
         data["post_processor"] = _remap_post_processor(data["post_processor"], new_id)
     with tempfile.TemporaryDirectory() as folder:
         tokenizer.save_pretrained(folder)
-        record_added_tokens(folder, data["added_tokens"])  # the new ids, not the source's
-        record_legacy(folder, tokenizer)
+        record_added_tokens(folder, data["added_tokens"], tokenizer)  # the new ids, not the source's
         for stale in ("tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json"):
             Path(folder, stale).unlink(missing_ok=True)  # the slow files would describe the source's vocabulary
         Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
