@@ -44,6 +44,14 @@ def no_ray_session_left_to_the_next_module():
         ray.shutdown()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def mlflow_stores_seeded():
+    """New MLflow SQLite stores this process opens start from a migrated empty store (tests/mlflow_store_seed.py)."""
+    from tests.mlflow_store_seed import install
+
+    install()
+
+
 @pytest.fixture(autouse=True)
 def main_module_and_tracking_uri_kept():
     """``sys.modules["__main__"]`` and ``MLFLOW_TRACKING_URI`` as they were before each test. Streamlit's script

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.local_server import free_port, local_server
+from tests.mlflow_store_seed import seed_file
 
 START_SCRIPT = Path(__file__).resolve().parents[1] / "infra" / "mlflow-server" / "start.sh"
 
@@ -45,6 +46,8 @@ def mlflow_server(folder: Path, *, auth: bool = False, artifacts: str | None = N
     port = free_port()
     environment = {**os.environ, **server_environment(folder, port, auth=auth, artifacts=artifacts), **(env or {})}
     url = f"http://127.0.0.1:{port}"
+    if environment["MLFLOW_BACKEND_STORE_URI"] == f"sqlite:///{folder / 'server.db'}":
+        seed_file(folder / "server.db")  # a migrated empty store: the server skips MLflow's migrations
     with local_server(["bash", str(START_SCRIPT), *arguments], f"{url}/health", folder / "mlflow-server.log",
                       what="mlflow server", env=environment):
         yield url
