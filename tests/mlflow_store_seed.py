@@ -46,7 +46,7 @@ def _sqlite_file(engine) -> bool:
 
 
 def seed_store(engine, original) -> None:
-    """``_initialize_tables`` for a new store: the template copied into it, or MLflow's migrations where it cannot be."""
+    """``_initialize_tables`` for a new store: the template copied into it (MLflow's migrations where it cannot be)."""
     if not _sqlite_file(engine):
         return original(engine)
     try:
@@ -62,7 +62,7 @@ def seed_store(engine, original) -> None:
 
 
 def install() -> None:
-    """Every module that calls ``_initialize_tables`` on a new store calls ``seed_store`` instead (this process only)."""
+    """Each module that calls ``_initialize_tables`` on a new store calls ``seed_store`` instead (this process only)."""
     import importlib
 
     utils = importlib.import_module(_MODULES[0])

@@ -54,7 +54,8 @@ TARGET_SIZES = {"gemma3": 8192}
 SEEDED_DRAWS = ("random", "random_token")
 # What a method is given at the real width besides the registry test's options: multivariate's covariance from 8,192
 # sampled source rows (two of its 4,096-row reads) instead of its default 32,768. The same code at a quarter of the
-# products: at Llama-3.1's width its expand and replace tests took 11.3 and 10.3 s alone (docs/benchmarks/test-suite.md).
+# products: at Llama-3.1's width its replace test took 10.3 s alone before, 3.7 s after
+# (docs/benchmarks/test-suite.md).
 REAL_WIDTH_OPTIONS = {"multivariate": {"max_rows": 8192}}
 
 
