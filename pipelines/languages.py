@@ -191,8 +191,7 @@ def run_language_matrix(
     console: Console | None = None,
 ) -> MatrixResult:
     """Measure every language, track each as a child run, write ``languages.md`` and ``languages.json``."""
-    from transformers import AutoTokenizer
-
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.platform.config import ExperimentConfig
     from vocadapt.platform.data.corpus_checks import log_expectations
     from vocadapt.platform.model_loading import load_source_model
@@ -203,7 +202,7 @@ def run_language_matrix(
     lexicon = english_lexicon(settings.protect_lexicon)
     if lexicon.note:
         console.print(f"[yellow]note:[/] {lexicon.note}")
-    source_tokenizer = AutoTokenizer.from_pretrained(str(source_model_dir))
+    source_tokenizer = load_pretrained_tokenizer(str(source_model_dir))
     lexicon = with_guard(lexicon, source_tokenizer)
     source_model = load_source_model(ExperimentConfig(target={"language": "en"}), str(source_model_dir))  # float32, no remote code
     rows: list[dict[str, Any]] = []

@@ -139,9 +139,9 @@ def load_causal_lm(folder: str | Path, *, what: str, dtype: Any = None, trust_re
 
 def load_checkpoint_tokenizer(folder: str | Path, *, trust_remote_code: bool = False):
     """A checkpoint folder's tokenizer, without remote code unless opted in."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
+    return load_pretrained_tokenizer(str(folder), trust_remote_code=trust_remote_code)
 
 
 def _load_kwargs(config: ExperimentConfig) -> dict[str, Any]:
@@ -152,19 +152,19 @@ def _load_kwargs(config: ExperimentConfig) -> dict[str, Any]:
 
 
 def load_source_tokenizer(config: ExperimentConfig, model: str):
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-    return AutoTokenizer.from_pretrained(model, **_load_kwargs(config))
+    return load_pretrained_tokenizer(model, **_load_kwargs(config))
 
 
 def load_target_tokenizer(name: str):
     """``tokenizer.pretrained``: an existing tokenizer (folder or hub name), without remote code."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     from vocadapt.components.errors import UserError
 
     try:
-        return AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+        return load_pretrained_tokenizer(name, trust_remote_code=False)
     except (OSError, ValueError) as error:
         raise UserError(f"tokenizer.pretrained: no tokenizer could be loaded from {name!r} ({error}); give a "
                         "folder with tokenizer.json or tokenizer.model, a hub name reachable from here, or null "
@@ -205,7 +205,7 @@ __all__ = ["HUB_MODEL_FILES", "check_model_folder", "load_causal_lm", "load_chec
 def load_tokenizer(spec: str):
     """A fast tokenizer from a folder, a .gguf file or ``embedded``; a UserError naming the fix otherwise."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     if spec == "embedded":
         from vocadapt.platform.assets.embedded import load_assets
@@ -224,7 +224,7 @@ def load_tokenizer(spec: str):
         read_tokenizer_ids(path, "tokenizer")
     try:
         if path.suffix == ".gguf":
-            return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        return AutoTokenizer.from_pretrained(str(path))
+            return load_pretrained_tokenizer(str(path.parent), gguf_file=path.name)
+        return load_pretrained_tokenizer(str(path))
     except (OSError, ValueError) as error:
         raise UserError(f"cannot load a tokenizer from {spec}: {error}; pass a folder with tokenizer.json") from error

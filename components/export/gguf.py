@@ -197,12 +197,11 @@ def _check_llama_cpp_tokenization(model_dir: Path, gguf_path: Path, tokenizer=No
         import llama_cpp  # noqa: F401
     except ImportError:
         return None
-    from transformers import AutoTokenizer
-
     from vocadapt.components.export.llama_cpp_checks import PROBE_TEXTS, load_vocabulary, tokenization_differences
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     if tokenizer is None:
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        tokenizer = load_pretrained_tokenizer(str(model_dir))
     texts = [*PROBE_TEXTS, *vocabulary_probe_texts(tokenizer)]
     llm = load_vocabulary(gguf_path)
     try:
@@ -241,9 +240,9 @@ def export_gguf(model_dir: Path, out_path: Path, quant: str, converter: Path) ->
     with tempfile.TemporaryDirectory(dir=out_path.parent, prefix=".gguf-") as scratch:
         f16 = Path(scratch) / "f16.gguf"
         plan = convert_to_gguf(model_dir, f16, converter)
-        from transformers import AutoTokenizer
+        from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))  # once for both checks (5 s for Gemma-3's)
+        tokenizer = load_pretrained_tokenizer(str(model_dir))  # once for both checks (5 s for Gemma-3's)
         _check_tokenizer(model_dir, f16, tokenizer)
         probes = _check_llama_cpp_tokenization(model_dir, f16, tokenizer)
         final = f16

@@ -56,9 +56,9 @@ def _helper_vocabulary(model_dir: Path) -> dict[str, int] | None:
             _VOCABULARIES[digest] = Tokenizer.from_file(str(tokenizer_json)).get_vocab(with_added_tokens=True)
         return _VOCABULARIES[digest]
     if (model_dir / "tokenizer_config.json").exists():
-        from transformers import AutoTokenizer
+        from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-        return AutoTokenizer.from_pretrained(str(model_dir)).get_vocab()
+        return load_pretrained_tokenizer(str(model_dir)).get_vocab()
     return None
 
 

@@ -215,10 +215,10 @@ def merge_model_folders(adapted_dir: Path, chat_dir: Path, out_dir: Path, settin
     ``vocadapt_merge.json``. Safetensors only; one adapted shard and one chat tensor are in memory at a time."""
     from safetensors import safe_open
     from safetensors.torch import save_file
-    from transformers import AutoTokenizer
 
     from vocadapt.components.surgery import safetensors_files as files
     from vocadapt.components.surgery.checkpoint import embedding_tensor_names
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     adapted_dir, chat_dir, out_dir = Path(adapted_dir), Path(chat_dir), Path(out_dir)
     num_layers = _check_architectures(_read_config(adapted_dir, "adapted model"), _read_config(chat_dir, "chat model"))
@@ -230,8 +230,8 @@ def merge_model_folders(adapted_dir: Path, chat_dir: Path, out_dir: Path, settin
     chat_shapes = _shapes(chat_dir, chat_map)
     embedding, head = embedding_tensor_names(adapted_dir, set(adapted_map))
     _check_shapes(adapted_shapes, chat_shapes, embedding, head)
-    chat_tokenizer = AutoTokenizer.from_pretrained(str(chat_dir))
-    adapted_tokenizer = AutoTokenizer.from_pretrained(str(adapted_dir))
+    chat_tokenizer = load_pretrained_tokenizer(str(chat_dir))
+    adapted_tokenizer = load_pretrained_tokenizer(str(adapted_dir))
     restore = restored_token_ids(chat_tokenizer, adapted_tokenizer, added_tokens=settings.restore_added_tokens)
     plan = _Plan(settings, num_layers, restore, embedding, head)
 

@@ -186,7 +186,7 @@ def adapt_checkpoint(
         computed from the tokenizers (``plan_vocabulary``).
     writing: links, overwriting, extra heads, the streaming budget and the record's extra entries.
     """
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     method = configure_initializer(initialisation.method, initialisation.options)
@@ -199,8 +199,8 @@ def adapt_checkpoint(
     if not (source_dir / "config.json").exists():
         raise ValueError(f"{source_dir} has no config.json; give a Hugging Face checkpoint folder")
     input_name, head_name = embedding_tensor_names(source_dir, set(weight_map))
-    source_tokenizer = AutoTokenizer.from_pretrained(str(source_dir))
-    target_tokenizer = AutoTokenizer.from_pretrained(str(target_tokenizer_dir))
+    source_tokenizer = load_pretrained_tokenizer(str(source_dir))
+    target_tokenizer = load_pretrained_tokenizer(str(target_tokenizer_dir))
     source_rows = files.read_header(source_dir / weight_map[input_name])[0][input_name]["shape"][0]
     # planned before a helper is trained: a tokenizer with ids past the rows is refused before any work
     plan = plan_vocabulary(source_tokenizer, target_tokenizer, source_rows=source_rows, layout=layout)

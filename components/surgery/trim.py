@@ -35,15 +35,14 @@ def trim_checkpoint(
     :func:`~vocadapt.components.tokenizers.trim.trim_tokenizer` for ``min_count`` / ``size``). Returns the record
     written to ``vocadapt_init.json`` (the plan, the trim's counts under ``trim``, and the parameter counts before
     and after, as ``vocadapt params`` gives them, under ``parameters``; ``writing.record_extra`` added)."""
-    from transformers import AutoTokenizer
-
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.components.tokenizers.params import load_model_config, vocabulary_change
     from vocadapt.components.tokenizers.trim import trim_tokenizer
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
     if out_dir.exists() and not writing.overwrite:
         raise ValueError(f"out_dir {out_dir} already exists; choose another out_dir or pass overwrite=True")
-    trim = trim_tokenizer(AutoTokenizer.from_pretrained(str(source_dir)), documents, min_count=min_count, size=size)
+    trim = trim_tokenizer(load_pretrained_tokenizer(str(source_dir)), documents, min_count=min_count, size=size)
     parameters = vocabulary_change(load_model_config(source_dir), len(trim.tokenizer))
     staging = Path(tempfile.mkdtemp(prefix="vocadapt-trim-"))
     try:

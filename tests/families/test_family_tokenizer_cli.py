@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 import json
 
-from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
 from vocadapt.cli.app import app
+from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
 
 def test_train_like_and_expand_a_family_folder(family_tokenizers, load_family_tokenizer, embedded_assets, tmp_path):
@@ -24,7 +24,7 @@ def test_train_like_and_expand_a_family_folder(family_tokenizers, load_family_to
     trained = runner.invoke(app, ["tokenizer", "train", "--corpus", str(corpus), "--kind", "bytelevel-bpe",
                                   "--vocab-size", "3000", "--like", family, "--out", str(tmp_path / "target")])
     assert trained.exit_code == 0, trained.output
-    source, target = load_family_tokenizer("llama3_1"), AutoTokenizer.from_pretrained(str(tmp_path / "target"))
+    source, target = load_family_tokenizer("llama3_1"), load_pretrained_tokenizer(str(tmp_path / "target"))
     assert target.chat_template == source.chat_template
     assert (target.bos_token, target.eos_token) == (source.bos_token, source.eos_token)
     assert target.convert_tokens_to_ids("<|begin_of_text|>") == 0  # like=: the family's specials come first
@@ -35,7 +35,7 @@ def test_train_like_and_expand_a_family_folder(family_tokenizers, load_family_to
     assert expanded.exit_code == 0, expanded.output
     summary = json.loads(expanded.output[expanded.output.index("{"):])
     assert (summary["new_tokens"], summary["unreachable"]) == (200, 0)
-    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "expanded"))
+    tokenizer = load_pretrained_tokenizer(str(tmp_path / "expanded"))
     added = {t.content: i for i, t in tokenizer.backend_tokenizer.get_added_tokens_decoder().items()}
     assert added == {t.content: i for i, t in source.backend_tokenizer.get_added_tokens_decoder().items()}
     assert (added["<|begin_of_text|>"], added["<|eot_id|>"], tokenizer.bos_token_id) == (128000, 128009, 128000)

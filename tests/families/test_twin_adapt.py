@@ -219,9 +219,9 @@ def test_twin_passes_the_vllm_serve_check(adapted, tmp_path):
 @lru_cache(maxsize=None)
 def _tokenizer(folder: Path):
     """A folder's tokenizer, loaded once for the module's tests (Gemma-3's 262,144 ids take seconds to load)."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-    return AutoTokenizer.from_pretrained(str(folder))
+    return load_pretrained_tokenizer(str(folder))
 
 
 def _matrix(folder: Path, tensor: str):

@@ -140,13 +140,15 @@ def test_twin_lineage_never_names_the_real_model_alone():
 
 OFFLINE_PROBE = textwrap.dedent("""
     import json, sys
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
     from vocadapt.components.errors import UserError
     from vocadapt.platform.model_loading import check_model_folder, resolve_model_folder
 
     report = {}
     for hub_id in sys.argv[1:]:
-        tokenizer = AutoTokenizer.from_pretrained(hub_id)
+        tokenizer = load_pretrained_tokenizer(hub_id)
         model = AutoModelForCausalLM.from_pretrained(hub_id)
         folder = resolve_model_folder(hub_id, what="source.model")
         refusal = None

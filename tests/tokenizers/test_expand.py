@@ -7,7 +7,6 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from transformers import AutoTokenizer
 
 from vocadapt.components.tokenizers.canonical import canonical_tokens
 from vocadapt.components.tokenizers.expand import (
@@ -21,6 +20,7 @@ from vocadapt.components.tokenizers.expand import (
     top_k_new_tokens,
     unreachable_tokens,
 )
+from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 from vocadapt.components.tokenizers.fertility import fertility_report
 from vocadapt.components.tokenizers.train import TokenizerTrainingSpec, train_tokenizer
 
@@ -126,7 +126,7 @@ def _llama3_style(tokenizer, folder):
                                  "rstrip": False, "normalized": False, "special": True})  # fmt: skip
     tokenizer.save_pretrained(folder)
     (folder / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    return AutoTokenizer.from_pretrained(folder)
+    return load_pretrained_tokenizer(folder)
 
 
 def test_llama3_style_keeps_ignore_merges_and_pairs(trained, italian_bytelevel, italian_train_lines, english_lines,
