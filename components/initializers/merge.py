@@ -8,10 +8,10 @@ character, every token of a Unigram model) or whose merge uses a part with no ro
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import torch
 
+from vocadapt.components.collector import parse_json
 from vocadapt.components.initializers import InitProblem, register_initializer
 from vocadapt.components.last_result_cache import LastResultCache
 
@@ -38,7 +38,7 @@ def _bpe_model(target_tokenizer) -> tuple[dict[str, int], list[tuple[str, str]]]
     """(vocabulary, merge pairs) of the target's backend model; None when it is not a BPE."""
 
     def parse() -> tuple[dict[str, int], list[tuple[str, str]]] | None:
-        model = json.loads(target_tokenizer.backend_tokenizer.to_str())["model"]
+        model = parse_json(target_tokenizer.backend_tokenizer.to_str())["model"]
         if model.get("type") != "BPE":
             return None
         return model["vocab"], _merge_pairs(model.get("merges", []))

@@ -17,6 +17,8 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from vocadapt.components.collector import parse_json
+
 METASPACE = "\u2581"  # "▁", sentencepiece's word-start marker
 BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
@@ -57,7 +59,7 @@ def backend_of(tokenizer: Any) -> Tokenizer:
 
 def backend_json(tokenizer: Any) -> dict[str, Any]:
     """The backend serialised as a dict (a fresh copy every call)."""
-    return json.loads(backend_of(tokenizer).to_str())
+    return parse_json(backend_of(tokenizer).to_str())
 
 
 def _walk(node: Any) -> list[dict[str, Any]]:

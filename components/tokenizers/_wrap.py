@@ -124,7 +124,9 @@ def _with_flags(backend: Any, flags: dict[str, dict[str, bool]]):
 
     from tokenizers import Tokenizer
 
-    data = json.loads(backend.to_str())
+    from vocadapt.components.collector import parse_json
+
+    data = parse_json(backend.to_str())
     for token in data["added_tokens"]:
         token.update(flags.get(token["content"], {}))
     rebuilt = Tokenizer.from_str(json.dumps(data, ensure_ascii=False))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from vocadapt.components.collector import collector_paused
 from vocadapt.components.tokenizers._backend import (
     BYTE_PIECE,
     METASPACE,
@@ -117,8 +118,9 @@ def _analyse(tokenizer: Any) -> tuple[tuple[CanonicalToken | None, ...], frozens
     vocab = backend.get_vocab(with_added_tokens=False)
     added = backend.get_added_tokens_decoder()
     forms: list[CanonicalToken | None] = [None] * (max([*vocab.values(), *added.keys(), -1]) + 1)
-    for piece, token_id in vocab.items():
-        forms[token_id] = canonical_piece(piece, scheme)
+    with collector_paused():  # a form per token: 262K new objects for Gemma-3's (components/collector.py)
+        for piece, token_id in vocab.items():
+            forms[token_id] = canonical_piece(piece, scheme)
     byte_pieces = set()
     if scheme.byte_fallback and scheme.spelling == "metaspace":
         byte_pieces = {token_id for piece, token_id in vocab.items()

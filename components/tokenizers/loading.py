@@ -1,34 +1,18 @@
-"""Loading a tokenizer folder (or hub name) with Python's cyclic garbage collector paused for the load.
+"""Loading a tokenizer folder (or hub name) with Python's cyclic garbage collector paused for the load
+(``components/collector.py``).
 
 transformers 5 builds a ``GemmaTokenizer``, ``Qwen2Tokenizer`` or ``LlamaTokenizer`` from ``tokenizer.json`` parsed in
-Python: hundreds of thousands of vocabulary entries and merge pairs, each a new container object. Every 700 of them
-start a collection of the youngest generation and every few of those an older one, which walks every object the
-process holds; none of that is garbage (a load makes no reference cycles worth collecting), so it is time lost.
-Paused, Gemma-3's tokenizer loads in 1.2 to 1.3 s instead of 1.9 to 2.3 s, Qwen3's in 0.4 to 0.5 s instead of
-0.8 to 0.9 s (``benchmarks/tokenizer_loads.py``); Llama-3.1's, built by Rust from the file, takes the same. The
-collector is back on, as it was, once the load returns or fails; what the load allocated is freed by reference
-counting as usual.
+Python: hundreds of thousands of vocabulary entries and merge pairs, each a new container, none of them garbage.
+Beside the adapt pipeline's imports, Gemma-3's tokenizer loaded in 1.55 s paused against 2.24 s, Qwen3's in 0.39 s
+against 0.63 s (``benchmarks/tokenizer_loads.py``); Llama-3.1's, built by Rust from the file, takes the same.
 """
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off inside the block, restored to its earlier state after it."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+from vocadapt.components.collector import collector_paused
 
 
 def load_pretrained_tokenizer(name: str | Path, **kwargs: Any):
@@ -39,4 +23,4 @@ def load_pretrained_tokenizer(name: str | Path, **kwargs: Any):
         return AutoTokenizer.from_pretrained(str(name), **kwargs)
 
 
-__all__ = ["collector_paused", "load_pretrained_tokenizer"]
+__all__ = ["load_pretrained_tokenizer"]

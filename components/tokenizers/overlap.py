@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vocadapt.components.collector import collector_paused
 from vocadapt.components.tokenizers._backend import backend_of
 from vocadapt.components.tokenizers.canonical import canonical_index, canonical_tokens, special_role_ids
 
@@ -70,6 +71,11 @@ def token_overlap(source_tokenizer: Any, target_tokenizer: Any) -> TokenOverlap:
         a :class:`TokenOverlap`; ``target_to_source`` is deterministic (regular pieces win over byte pieces,
         then the lowest source id).
     """
+    with collector_paused():  # a pair per shared token, 262K for Gemma-3's (components/collector.py)
+        return _token_overlap(source_tokenizer, target_tokenizer)
+
+
+def _token_overlap(source_tokenizer: Any, target_tokenizer: Any) -> TokenOverlap:
     source_index = canonical_index(source_tokenizer)
     target_forms = canonical_tokens(target_tokenizer)
     target_to_source = {

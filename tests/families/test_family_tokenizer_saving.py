@@ -52,3 +52,20 @@ def test_saved_tokenizer_loads_the_same_with_one_python_parse_fewer(name, load_f
     saved, saved_parses = _loaded(tmp_path / "saved", monkeypatch)
     assert _described(saved) == _described(source)  # text after a special token too (Mistral's "legacy")
     assert saved_parses == plain_parses - 1, (plain_parses, saved_parses)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "mistral_v1"])
+def test_a_load_with_the_collector_paused_gives_the_same_tokenizer(name, family_tokenizers):
+    """``load_pretrained_tokenizer`` (the collector paused: components/collector.py) on a class that builds its
+    vocabulary in Python (Qwen2Tokenizer) and on a converted SentencePiece one (Mistral's): the tokenizer
+    ``AutoTokenizer.from_pretrained`` gives, and the collector back on afterwards."""
+    import gc
+
+    from transformers import AutoTokenizer
+
+    from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
+
+    folder = family_tokenizers[name]
+    paused = load_pretrained_tokenizer(folder)
+    assert gc.isenabled()
+    assert _described(paused) == _described(AutoTokenizer.from_pretrained(str(folder)))
