@@ -243,7 +243,7 @@ def export_gguf(model_dir: Path, out_path: Path, quant: str, converter: Path) ->
         plan = convert_to_gguf(model_dir, f16, converter)
         from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-        tokenizer = load_pretrained_tokenizer(str(model_dir))  # once for both checks (5 s for Gemma-3's)
+        tokenizer = load_pretrained_tokenizer(str(model_dir))  # once for both checks (seconds for Gemma-3's)
         _check_tokenizer(model_dir, f16, tokenizer)
         probes = _check_llama_cpp_tokenization(model_dir, f16, tokenizer)
         final = f16

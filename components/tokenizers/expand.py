@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from vocadapt.components.collector import collector_paused
 from vocadapt.components.errors import UserError
 from vocadapt.components.tokenizers._backend import backend_json, piece_encoding, scheme_of
 from vocadapt.components.tokenizers._merges import MergeTable, ProtectedWords, plan_merges
@@ -217,9 +218,10 @@ def protected_source_text(
     texts = list(documents) + (lexicon_texts(lexicon) if lexicon is not None else [])
     model = source_tokenizer.backend_tokenizer.model
     ignore_merges = bool(getattr(model, "ignore_merges", False))  # not backend_json: seconds at Gemma-3's 262K
-    words = _pre_tokens(source_tokenizer, texts)
-    return ProtectedWords(((word, [t.value for t in model.tokenize(word)]) for word in sorted(words)),
-                          ignore_merges=ignore_merges)  # fmt: skip
+    with collector_paused():  # a tuple per pre-token and per adjacent pair: no cycles (components/collector.py)
+        words = _pre_tokens(source_tokenizer, texts)
+        return ProtectedWords(((word, [t.value for t in model.tokenize(word)]) for word in sorted(words)),
+                              ignore_merges=ignore_merges)  # fmt: skip
 
 
 def _pre_tokens(source_tokenizer: Any, documents: Sequence[str]) -> set[str]:
