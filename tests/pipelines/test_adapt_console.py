@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.mlflow_store_seed import seed_file
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,7 @@ def test_a_tiny_adapt_prints_its_steps_a_progress_bar_and_where_rays_logs_are(tm
     model = build_source_model(tmp_path / "tiny", [corpora["en.train"]])
     overrides = tiny_config_overrides(model, corpora, tmp_path, **{
         "init.methods": "[fvt]", "init.helper": "null", "lapt.runner": "ray", "tracking.tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"})
+    seed_file(tmp_path / "mlflow.db")  # a migrated empty store: the command skips MLflow's migrations
     env = {**os.environ, "COLUMNS": "120"}  # a console's width decides how rich wraps; fixed for the count
     for name in ("RAY_ADDRESS", "VOCADAPT_RAY_CONSOLE", "MLFLOW_TRACKING_URI"):
         env.pop(name, None)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.mlflow_store_seed import seed_file
 from tests.pipelines.tiny_world import build_source_model, tiny_config_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +91,7 @@ def test_mlflow_run_executes_the_entry_point(entry, tiny_project, tmp_path, requ
     if entry == "evaluate":
         request.getfixturevalue("embedded_assets")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    seed_file(tmp_path / "mlflow.db")  # a migrated empty store: `mlflow run` skips MLflow's migrations
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "MLFLOW_TRACKING_URI": uri}
     env.pop("RAY_ADDRESS", None)
     project = tiny_project["project"] if entry == "main" else ROOT
