@@ -21,13 +21,19 @@ _MODULES = ("mlflow.store.db.utils", "mlflow.store.tracking.sqlalchemy_store",
             "mlflow.store.model_registry.sqlalchemy_store")
 
 
+# Where the template lives: the temporary folder as it is when the module is first imported (at the session's start,
+# from tests/conftest.py), not as a test redirects it later (a test that checks its own temporary folder is left
+# empty found the template there).
+_FOLDER = Path(tempfile.gettempdir())
+
+
 def template_store() -> Path:
     """The migrated empty store for this MLflow version (built on first use; atomic, so two workers may race)."""
     import mlflow
     import sqlalchemy
     from mlflow.store.db import utils
 
-    path = Path(tempfile.gettempdir()) / f"vocadapt-tests-mlflow-{mlflow.__version__}-store.db"
+    path = _FOLDER / f"vocadapt-tests-mlflow-{mlflow.__version__}-store.db"
     if not path.is_file():
         scratch = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         scratch.unlink(missing_ok=True)
