@@ -3,8 +3,9 @@
 
 transformers 5 builds a ``GemmaTokenizer``, ``Qwen2Tokenizer`` or ``LlamaTokenizer`` from ``tokenizer.json`` parsed in
 Python: hundreds of thousands of vocabulary entries and merge pairs, each a new container, none of them garbage.
-Beside the adapt pipeline's imports, Gemma-3's tokenizer loaded in 1.55 s paused against 2.24 s, Qwen3's in 0.39 s
-against 0.63 s (``benchmarks/tokenizer_loads.py``); Llama-3.1's, built by Rust from the file, takes the same.
+Beside the adapt pipeline's imports, Gemma-3's tokenizer loaded in 1.49 s paused against 2.60 s, Qwen3's in 0.41 s
+against 0.65 s (``benchmarks/tokenizer_loads.py`` at 7e0904f); Llama-3.1's, built by Rust from the file, takes the
+same.
 """
 
 from __future__ import annotations
