@@ -1,14 +1,14 @@
 """New MLflow SQLite stores in the tests start from a copy of one migrated empty store instead of running MLflow's
 migrations again.
 
-A new SQLite store runs MLflow's whole Alembic history (about 1 s each on a 2-core machine; the suite opens about
+A new SQLite store runs MLflow's whole Alembic history (1 to 2 s each on a 2-core machine; the suite opened about
 70 of them: docs/benchmarks/test-suite.md). MLflow itself builds the copy, once per MLflow version and machine
 (``template_store``: ``_initialize_tables`` on an empty file, nothing else in it), and a new store gets it through
 SQLite's backup API (``seed_store``), which writes the copy into the store's own open connection. Everything after
 that is MLflow's own: ``_verify_schema`` still checks the revision, and the default experiment is still created by the
 store. Only stores a test process opens itself are seeded (``install``, from tests/conftest.py); ``mlflow_server``
-copies the template into a server's folder before the server starts. A store that is not a SQLite file, and any
-failure to build or copy the template, takes MLflow's own path."""
+copies the template into a server's folder before the server starts. A store that is not a SQLite file, or a
+template that cannot be built or opened, takes MLflow's own path."""
 
 from __future__ import annotations
 
