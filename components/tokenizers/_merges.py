@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from vocadapt.components.collector import collector_paused
+
 UNKNOWN = "\x00unknown"  # a character outside the vocabulary: never merged (sentencepiece byte-falls back on it)
 
 
@@ -35,11 +37,12 @@ class MergeTable:
 
     @classmethod
     def from_model(cls, model: dict) -> MergeTable:
-        merges = [merge_pair(entry) for entry in model.get("merges", [])]
-        ranks: dict[tuple[str, str], int] = {}
-        for rank, pair in enumerate(merges):
-            ranks.setdefault(pair, rank)
-        return cls(set(model["vocab"]), ranks, bool(model.get("ignore_merges", False)))
+        with collector_paused():  # a tuple per merge, 262K for Gemma-3's (components/collector.py)
+            merges = [merge_pair(entry) for entry in model.get("merges", [])]
+            ranks: dict[tuple[str, str], int] = {}
+            for rank, pair in enumerate(merges):
+                ranks.setdefault(pair, rank)
+            return cls(set(model["vocab"]), ranks, bool(model.get("ignore_merges", False)))
 
     def encode_word(self, word: str) -> list[str]:
         """The pieces of one pre-token (already in the model's alphabet: byte-level or '▁' spelling)."""

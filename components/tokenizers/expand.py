@@ -287,23 +287,25 @@ def _build(source_tokenizer: Any, data: dict, added: list[str], merges: list[tup
     """Write the new entries into the source's tokenizer.json and load it with the source's other files."""
     from vocadapt.components.tokenizers.loading import load_pretrained_tokenizer
 
-    model = data["model"]
-    taken = list(model["vocab"].values()) + [token["id"] for token in data.get("added_tokens", [])]
-    first = max(taken, default=-1) + 1  # after the highest id in use: Gemma-3's <image_soft_token> is 262144
-    ids = list(range(first, first + len(added)))
-    model["vocab"].update(zip(added, ids))
-    existing = model.get("merges", [])
-    stored_as_pairs = bool(existing) and not isinstance(existing[0], str)
-    as_pairs = stored_as_pairs or any(" " in left or " " in right for left, right in merges)
-    if as_pairs and not stored_as_pairs:  # a new merge holds a space: "a b" strings would be ambiguous
-        existing = [_pair(entry) for entry in existing]
-    model["merges"] = existing + [[l, r] if as_pairs else f"{l} {r}" for l, r in merges]
-    with tempfile.TemporaryDirectory() as folder:
-        source_tokenizer.save_pretrained(folder)
-        Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        # spares the load a parse of the file in Python; without legacy, Mistral's splits text after "<s>" differently
-        record_added_tokens(folder, data.get("added_tokens") or [], source_tokenizer)
-        tokenizer = load_pretrained_tokenizer(folder)
+    with collector_paused():  # the merges and vocabulary rebuilt, saved and loaded (components/collector.py)
+        model = data["model"]
+        taken = list(model["vocab"].values()) + [token["id"] for token in data.get("added_tokens", [])]
+        first = max(taken, default=-1) + 1  # after the highest id in use: Gemma-3's <image_soft_token> is 262144
+        ids = list(range(first, first + len(added)))
+        model["vocab"].update(zip(added, ids))
+        existing = model.get("merges", [])
+        stored_as_pairs = bool(existing) and not isinstance(existing[0], str)
+        as_pairs = stored_as_pairs or any(" " in left or " " in right for left, right in merges)
+        if as_pairs and not stored_as_pairs:  # a new merge holds a space: "a b" strings would be ambiguous
+            existing = [_pair(entry) for entry in existing]
+        model["merges"] = existing + [[l, r] if as_pairs else f"{l} {r}" for l, r in merges]
+        with tempfile.TemporaryDirectory() as folder:
+            source_tokenizer.save_pretrained(folder)
+            Path(folder, "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+            # spares the load a parse of the file in Python; without legacy, Mistral's splits text after "<s>"
+            # differently
+            record_added_tokens(folder, data.get("added_tokens") or [], source_tokenizer)
+            tokenizer = load_pretrained_tokenizer(folder)
     return tokenizer, ids
 
 

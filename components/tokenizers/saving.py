@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vocadapt.components.collector import collector_paused
+
 CONFIG_FILE = "tokenizer_config.json"
 
 
@@ -26,7 +28,8 @@ def save_tokenizer(tokenizer: Any, folder: str | Path) -> None:
 
     Only for a folder saved whole: a caller that rewrites ``tokenizer.json`` afterwards (new ids) records the new
     file's added tokens with :func:`record_added_tokens` instead."""
-    tokenizer.save_pretrained(str(folder))
+    with collector_paused():  # transformers parses the backend's JSON in Python to save it (components/collector.py)
+        tokenizer.save_pretrained(str(folder))
     entries = legacy_setting(tokenizer)
     if getattr(tokenizer, "backend_tokenizer", None) is not None:  # a slow tokenizer has no tokenizer.json to parse
         entries["added_tokens_decoder"] = _decoder([{"id": token_id, **token.__getstate__()}
