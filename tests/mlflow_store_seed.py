@@ -51,13 +51,18 @@ def _sqlite_file(engine) -> bool:
     return url.get_backend_name() == "sqlite" and bool(url.database) and url.database != ":memory:"
 
 
+def _open_template() -> sqlite3.Connection | None:
+    """The template, opened read-only; None when it cannot be built or opened (the caller migrates instead)."""
+    try:
+        return sqlite3.connect(f"file:{template_store()}?mode=ro", uri=True)
+    except Exception:  # noqa: BLE001 - no template: MLflow builds the store itself
+        return None
+
+
 def seed_store(engine, original) -> None:
     """``_initialize_tables`` for a new store: the template copied into it (MLflow's migrations where it cannot be)."""
-    if not _sqlite_file(engine):
-        return original(engine)
-    try:
-        template = sqlite3.connect(f"file:{template_store()}?mode=ro", uri=True)
-    except Exception:  # noqa: BLE001 - no template: MLflow builds the store itself
+    template = _open_template() if _sqlite_file(engine) else None
+    if template is None:
         return original(engine)
     connection = engine.raw_connection()
     try:
@@ -88,11 +93,14 @@ def seed_file(path: Path) -> None:
     """A store file that does not exist yet, as a copy of the template (for a server started on it)."""
     if path.exists() or not path.parent.is_dir():
         return
-    try:
-        template = template_store()
-    except Exception:  # noqa: BLE001 - the server migrates its store itself
+    template = _open_template()
+    if template is None:  # the server migrates its store itself
         return
     scratch = path.with_name(path.name + ".seed")
-    with sqlite3.connect(f"file:{template}?mode=ro", uri=True) as source, sqlite3.connect(scratch) as target:
-        source.backup(target)
+    target = sqlite3.connect(scratch)
+    try:
+        template.backup(target)
+    finally:
+        target.close()
+        template.close()
     os.replace(scratch, path)
