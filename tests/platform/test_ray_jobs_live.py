@@ -32,45 +32,79 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def job_server(tmp_path_factory):
-    temp = Path("/tmp") / f"vr{os.getpid()}"  # short: Ray's socket paths must fit in 107 bytes
-    dashboard = _free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # the venv's bin first on PATH: tests/conftest.py
-    env.pop("RAY_ADDRESS", None)
-    log = open(tmp_path_factory.mktemp("head") / "head.log", "w")
-    head = subprocess.Popen(
-        [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(_free_port()),
-         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--include-dashboard", "true",
-         "--dashboard-agent-listen-port", str(_free_port()), "--num-cpus", "1", "--temp-dir", str(temp),
-         "--disable-usage-stats"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    address = f"http://127.0.0.1:{dashboard}"
+    folder = tmp_path_factory.mktemp("head")
+    problems = []
+    for attempt in range(3):  # a port handed out by _free_port can be taken by another process before Ray binds it
+        head, dashboard, temp, log_path = _start_head(folder, attempt)
+        address = f"http://127.0.0.1:{dashboard}"
+        try:
+            problem = _wait_for_jobs(address, head)
+            if problem is None:
+                break
+            problems.append(f"attempt {attempt + 1}: {problem}\n{_tail(log_path)}")
+        except BaseException:
+            _stop_head(head, temp)
+            raise
+        _stop_head(head, temp)
+    else:
+        pytest.fail("no Ray job server came up:\n" + "\n\n".join(problems))
     try:
-        _wait_for_jobs(address, head)
         yield address
     finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(head.pid, sig)  # the head and everything it started share its process group
-            except ProcessLookupError:
-                break
-            time.sleep(2)
-        log.close()
-        shutil.rmtree(temp, ignore_errors=True)
+        _stop_head(head, temp)
 
 
-def _wait_for_jobs(address: str, head: subprocess.Popen) -> None:
+def _start_head(folder: Path, attempt: int) -> tuple[subprocess.Popen, int, Path, Path]:
+    temp = Path("/tmp") / f"vr{os.getpid()}{attempt}"  # short: Ray's socket paths must fit in 107 bytes
+    dashboard = _free_port()
+    # Ray's memory monitor off: it reads the whole machine's memory and kills the head's workers for what other
+    # processes use (tests/training/test_multinode.py)
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_memory_monitor_refresh_ms": "0"}
+    env.pop("RAY_ADDRESS", None)  # the venv's bin first on PATH: tests/conftest.py
+    log_path = folder / f"head{attempt}.log"
+    with open(log_path, "w") as log:
+        # every port the head listens on named, none left to Ray's defaults: the Ray client server's default 10001
+        # is also the default of any other head on the machine
+        head = subprocess.Popen(
+            [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+             "--port", str(_free_port()), "--ray-client-server-port", str(_free_port()),
+             "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--include-dashboard", "true",
+             "--dashboard-agent-listen-port", str(_free_port()), "--num-cpus", "1", "--temp-dir", str(temp),
+             "--disable-usage-stats"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return head, dashboard, temp, log_path
+
+
+def _stop_head(head: subprocess.Popen, temp: Path) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(head.pid, sig)  # the head and everything it started share its process group
+        except ProcessLookupError:
+            break
+        time.sleep(2)
+    head.wait()
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _wait_for_jobs(address: str, head: subprocess.Popen) -> str | None:
+    """None once the job server answers; otherwise what went wrong (the head exited, or 60 s passed)."""
     from vocadapt.platform.jobs import job_client
 
     deadline, problem = time.time() + 60, None
     while time.time() < deadline:
-        assert head.poll() is None, "ray start --head exited"
+        if head.poll() is not None:
+            return f"ray start --head exited with {head.returncode}"
         try:
             job_client(address).list_jobs()
-            return
+            return None
         except Exception as error:
             problem = error
             time.sleep(1)
-    pytest.fail(f"no job server at {address} after 60 s: {problem}")
+    return f"no job server at {address} after 60 s: {problem}"
 
 
 def _submit(address: str, *args: str):
