@@ -43,6 +43,7 @@ def main() -> None:
 
     from recovery import chat_reply
 
+    from vocadapt.components.evaluation.bootstrap import parts_to_json
     from vocadapt.components.merging import MergeSettings, merge_model_folders
     from vocadapt.components.tokenizers.overlap import new_token_ids
     from vocadapt.pipelines.side_by_side import SourceVocabulary, items_for_config, score_model
@@ -80,15 +81,38 @@ def main() -> None:
             continue
         scores = {f"bpb_{stream}": value for stream, value in held_out_bits_per_byte(model, tokenizer, held_out,
                                                                                      config).items()}
+        item_parts: dict = {}
         scores |= score_model(model, tokenizer, items, source=SourceVocabulary(
-            source_tokenizer, None if arm == "source" else new_token_ids(source_tokenizer, tokenizer)))
+            source_tokenizer, None if arm == "source" else new_token_ids(source_tokenizer, tokenizer)),
+            item_parts=item_parts)
         scores["chat"] = chat_reply(model, tokenizer, max_new_tokens=48)
         scores["merge_seconds"] = merge_seconds
         scores["seconds"] = time.perf_counter() - started
+        scores["item_parts"] = {name: parts_to_json(parts) for name, parts in item_parts.items()}
         results[arm] = scores
-        print(arm, json.dumps(scores, ensure_ascii=False), flush=True)
+        print(arm, json.dumps({k: v for k, v in scores.items() if k != "item_parts"}, ensure_ascii=False), flush=True)
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False))
         del model
+    print_differences(results)
+
+
+def print_differences(results: dict, reference: str = "adapted") -> None:
+    """Each arm's gated measures minus ``reference``'s, with the paired bootstrap's 95% interval over the same
+    items (what the promotion gates compute; ``components/evaluation/bootstrap.py``)."""
+    from vocadapt.components.evaluation.bootstrap import paired_bootstrap, parts_from_json
+
+    base = results.get(reference, {}).get("item_parts")
+    if not base:
+        return
+    print(f"\narm - {reference}, 95% paired bootstrap interval over the same items:")
+    for arm, scores in results.items():
+        if arm == reference or not scores.get("item_parts"):
+            continue
+        for name, entry in sorted(scores["item_parts"].items()):
+            if name in base:
+                interval = paired_bootstrap(parts_from_json(entry), parts_from_json(base[name]))
+                print(f"  {arm:16s} {name:55s} {interval.estimate:+.4f} [{interval.low:+.4f}, {interval.high:+.4f}]"
+                      f" ({interval.items} items)")
 
 
 if __name__ == "__main__":
