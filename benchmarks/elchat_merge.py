@@ -20,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# The Italian chat turn every arm answers, greedily, through its own chat template (SmolLM2-Instruct's, which adapt keeps)
+CHAT = [{"role": "user", "content": "Ciao! Qual è la capitale d'Italia?"}]
 ARMS = {
     "slerp": {"method": "elchat-slerp"},
     "linear": {"method": "elchat-linear"},
@@ -40,8 +42,6 @@ def main() -> None:
                         "{0: 0.3, 1: 0.5, -2: 0.5, -1: 0.3})")
     parser.add_argument("--json", type=Path, required=True)
     args = parser.parse_args()
-
-    from recovery import chat_reply
 
     from vocadapt.components.evaluation.bootstrap import parts_to_json
     from vocadapt.components.merging import MergeSettings, merge_model_folders
@@ -94,6 +94,19 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False))
         del model
     print_differences(results)
+
+
+def chat_reply(model, tokenizer, max_new_tokens: int = 40) -> str:
+    """The model's greedy reply to ``CHAT`` through its own chat template, special tokens left out."""
+    import torch
+
+    prompt = tokenizer.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"].to(model.device)
+    model.eval()
+    with torch.no_grad():
+        output = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False,
+                                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
+    return tokenizer.decode(output[0, ids.shape[1]:], skip_special_tokens=True).strip()
 
 
 def print_differences(results: dict, reference: str = "adapted") -> None:

@@ -31,3 +31,15 @@ def test_each_merge_arm_is_printed_against_the_adapted_model_with_its_interval(c
 def test_nothing_is_printed_without_the_adapted_models_parts(capsys):
     load_benchmark("elchat_merge").print_differences({"slerp": {"item_parts": {}}})
     assert capsys.readouterr().out == ""
+
+
+def test_the_chat_turn_goes_through_the_models_own_template():
+    """A tiny chat model answers the Italian turn greedily: the same reply twice, its template's markers left out."""
+    from tests.merging.test_elchat import chat_tokenizer, tiny_pair
+
+    elchat = load_benchmark("elchat_merge")
+    tokenizer = chat_tokenizer()
+    chat, _ = tiny_pair()
+    first = elchat.chat_reply(chat, tokenizer, max_new_tokens=6)
+    assert first == elchat.chat_reply(chat, tokenizer, max_new_tokens=6)
+    assert "<|im_start|>" not in first and "assistant\n" not in first
