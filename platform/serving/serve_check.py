@@ -200,8 +200,9 @@ def probe_cases(tokenizer) -> list[dict[str, Any]]:
     added = [token for token in tokenizer.get_added_vocab() if token not in specials]
     texts = list(PROBES) + [text for token in added for text in (f"prima {token} dopo", f"{token}{token} e {token}.")]
     # Every text encoded in one batch call a side (the same ids as a call per text), with the garbage collector
-    # paused (components/collector.py): Gemma-3's 6,415 added tokens make 12,840 texts and an encoding object each.
-    # In a process that has imported the adapt pipeline: 1.2-1.8 s a call per text, 0.44-0.63 s batched and paused.
+    # paused (components/collector.py): Gemma-3's 6,415 added tokens make 12,830 texts and an encoding object each.
+    # In a process that has imported the adapt pipeline, median 0.95 s a call per text, 0.73 s now
+    # (benchmarks/serve_check_probes.py).
     with collector_paused():
         with_specials = tokenizer(texts)["input_ids"]
         without_specials = tokenizer(texts, add_special_tokens=False)["input_ids"]
