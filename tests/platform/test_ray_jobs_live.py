@@ -59,12 +59,13 @@ def _start_head(folder: Path, attempt: int) -> tuple[subprocess.Popen, int, Path
     dashboard = _free_port()
     # Ray's memory monitor off: it reads the whole machine's memory and kills the head's workers for what other
     # processes use (tests/training/test_multinode.py)
+    # (the venv's bin first on PATH: tests/conftest.py)
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_memory_monitor_refresh_ms": "0"}
-    env.pop("RAY_ADDRESS", None)  # the venv's bin first on PATH: tests/conftest.py
+    env.pop("RAY_ADDRESS", None)
     log_path = folder / f"head{attempt}.log"
     with open(log_path, "w") as log:
-        # every port the head listens on named, none left to Ray's defaults: the Ray client server's default 10001
-        # is also the default of any other head on the machine
+        # the ports this test reaches named, and the Ray client server's too: its default, 10001, is every other
+        # head's default on the machine (Ray picks the rest itself, checking they are free)
         head = subprocess.Popen(
             [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
              "--port", str(_free_port()), "--ray-client-server-port", str(_free_port()),
