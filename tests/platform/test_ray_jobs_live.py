@@ -65,7 +65,7 @@ def _start_head(folder: Path, attempt: int) -> tuple[subprocess.Popen, int, Path
     log_path = folder / f"head{attempt}.log"
     with open(log_path, "w") as log:
         # the ports this test reaches named, and the Ray client server's too: its default, 10001, is every other
-        # head's default on the machine (Ray picks the rest itself, checking they are free)
+        # head's default on the machine (the rest Ray picks itself)
         head = subprocess.Popen(
             [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
              "--port", str(_free_port()), "--ray-client-server-port", str(_free_port()),
