@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 # The Italian chat turn every arm answers, greedily, through its own chat template (SmolLM2-Instruct's, which adapt keeps)
 CHAT = [{"role": "user", "content": "Ciao! Qual è la capitale d'Italia?"}]
