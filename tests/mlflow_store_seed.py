@@ -100,7 +100,11 @@ def seed_file(path: Path) -> None:
     target = sqlite3.connect(scratch)
     try:
         template.backup(target)
-    finally:
+    except BaseException:
         target.close()
+        scratch.unlink(missing_ok=True)  # no half-copied store left beside the server's
+        raise
+    finally:
         template.close()
+    target.close()
     os.replace(scratch, path)
