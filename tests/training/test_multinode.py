@@ -63,7 +63,7 @@ class Cluster:
         # processes used (22.75 of 23.54 GB, seen once).
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
                     "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **DRIVER_ENV,
-                    "RAY_memory_monitor_refresh_ms": "0"}
+                    "RAY_memory_monitor_refresh_ms": "0", "PYTHONUNBUFFERED": "1"}  # the head's log read as it is written
         self.env.pop("RAY_ADDRESS", None)
 
     @property
@@ -80,6 +80,27 @@ class Cluster:
              "--disable-usage-stats", *where, *args],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.nodes[name] = (process, log, temp)
+
+    def start_head(self, *args: str, attempts: int = 3, timeout: float = 90) -> None:
+        """The head, on a fresh port each time, up to ``attempts`` times: a port ``free_port`` handed out can be
+        taken by another process before Ray binds it, and ``ray start`` then exits ("Failed to start the grpc
+        server"; tests/platform/test_ray_jobs_live.py met it in CI). Up once its log says "Ray runtime started";
+        the Ray client server's port is named too (its default, 10001, is every head's default on the machine)."""
+        problems = []
+        for attempt in range(attempts):
+            self.start("head", "--ray-client-server-port", str(free_port()), *args)
+            process, _, _ = self.nodes["head"]
+            log_path, deadline = self.folder / "head.log", time.time() + timeout
+            while process.poll() is None and time.time() < deadline:
+                if "Ray runtime started" in log_path.read_text(errors="replace"):
+                    return
+                time.sleep(0.5)
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+            state = f"exited with {process.returncode}" if process.poll() is not None else f"not up after {timeout} s"
+            problems.append(f"attempt {attempt + 1} (port {self.port}): ray start --head {state}\n{tail}")
+            self.kill("head")
+            self.port = free_port()
+        pytest.fail("no Ray head came up:\n" + "\n\n".join(problems))
 
     def start_worker(self, name: str) -> None:
         self.start(name, "--num-cpus", "1", "--resources", json.dumps({NODE_RESOURCE: 1, f"node_{name}": 1}))
@@ -147,8 +168,7 @@ def cluster(services, tmp_path_factory):
                         "the nodes' calls; run it through test_multinode_process.py")
     nodes = Cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        nodes.start("head", "--num-cpus", "1")
-        time.sleep(3)
+        nodes.start_head("--num-cpus", "1")
         nodes.start_worker("a")
         nodes.start_worker("b")
         ray.init(address=nodes.address, include_dashboard=False, log_to_driver=False)
