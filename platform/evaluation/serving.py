@@ -128,6 +128,9 @@ class VllmServer:
     eager: bool | None = None  # no torch.compile; None: eager without CUDA (CPU compile takes minutes at start)
     extra_args: list[str] = field(default_factory=list)
     process: subprocess.Popen | None = None
+    # the folder of the server's inter-process sockets (vLLM's VLLM_RPC_BASE_PATH), its own and removed by stop():
+    # vLLM names them by uuid in the temporary folder and leaves them there when its engine is terminated
+    socket_dir: Path | None = None
     # the caller's other way out when no vLLM environment exists, ending the error message
     without_vllm: str = "or pass --backend transformers to `vocadapt evaluate`"
 
@@ -154,8 +157,11 @@ class VllmServer:
                             "`python -m vocadapt.platform.evaluation.serving` (minutes; a large download) "
                             f"{self.without_vllm}")
         self.port = self.port or free_port()
+        import tempfile
+
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="vocadapt-vllm-"))  # short: a socket path fits in 107 bytes
         # 1 GiB of KV cache on CPU unless the user set it: small models, 2-core machines
-        env = {**os.environ, "HF_HUB_OFFLINE": "1",
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_RPC_BASE_PATH": str(self.socket_dir),
                "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
         env.pop("PYTHONPATH", None)  # the main environment's packages must not leak into vLLM's
         log = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
@@ -186,8 +192,9 @@ class VllmServer:
 
     def stop(self) -> None:
         """Terminate the server's process group (the API server spawns engine and worker processes), wait for every
-        member to exit, and kill what lingers after 30 s."""
+        member to exit, kill what lingers after 30 s, and remove its sockets' folder."""
         if self.process is None:
+            self._remove_sockets()
             return
         group = self.process.pid  # start_new_session=True: the server leads its own group
         _signal_group(group, signal.SIGTERM)
@@ -198,6 +205,11 @@ class VllmServer:
         if _group_alive(group):
             _signal_group(group, signal.SIGKILL)
         self.process.wait(timeout=10)
+        self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     def __exit__(self, *exc) -> None:
         self.stop()

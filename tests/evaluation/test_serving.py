@@ -57,14 +57,18 @@ def test_server_waits_for_health_and_stops_its_process_group(tmp_path):
         assert requests.get(f"{server.base_url}/health", timeout=5).status_code == 200
         group = server.process.pid
         os.killpg(group, 0)
+        assert server.socket_dir.is_dir()  # vLLM's sockets go there (VLLM_RPC_BASE_PATH), not loose in /tmp
     with pytest.raises(ProcessLookupError):
         os.killpg(group, 0)
+    assert not server.socket_dir.exists()
 
 
 def test_crashing_server_is_reported(tmp_path):
+    server = VllmServer(tmp_path, venv=_fake_venv(tmp_path, crash=True), startup_timeout_s=60)
     with pytest.raises(RuntimeError, match="exited with code 3"):
-        with VllmServer(tmp_path, venv=_fake_venv(tmp_path, crash=True), startup_timeout_s=60):
+        with server:
             pass
+    assert not server.socket_dir.exists()  # removed on the way out of a failed start too
 
 
 def test_missing_serving_environment_names_the_fix(tmp_path):

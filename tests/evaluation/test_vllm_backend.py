@@ -28,6 +28,9 @@ def test_vllm_server_generates_greedily_like_transformers(vllm_sized_model, tmp_
     with server:
         record = VllmBackend(server.base_url, server.model_name).generate(prompts, max_new_tokens=6)
         group = server.process.pid  # the server leads its own process group
+        sockets = [path for path in server.socket_dir.iterdir() if path.is_socket()]
+    assert sockets, "vLLM's engine sockets are in the server's own folder (VLLM_RPC_BASE_PATH)"
+    assert not server.socket_dir.exists()  # and go with it: nothing left in /tmp
     assert server.process.poll() is not None
     with pytest.raises(ProcessLookupError):
         os.killpg(group, 0)  # no process of the server's group survives
