@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,16 +158,18 @@ class VllmServer:
                             "`python -m vocadapt.platform.evaluation.serving` (minutes; a large download) "
                             f"{self.without_vllm}")
         self.port = self.port or free_port()
-        import tempfile
-
         self.socket_dir = Path(tempfile.mkdtemp(prefix="vocadapt-vllm-"))  # short: a socket path fits in 107 bytes
         # 1 GiB of KV cache on CPU unless the user set it: small models, 2-core machines
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_RPC_BASE_PATH": str(self.socket_dir),
                "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
         env.pop("PYTHONPATH", None)  # the main environment's packages must not leak into vLLM's
         log = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                        start_new_session=True)
+        try:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+        except BaseException:
+            self._remove_sockets()
+            raise
         try:
             self._wait_healthy()
         except BaseException:
