@@ -17,6 +17,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a process's log, for a test's failure message."""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
 @contextmanager
 def local_server(command: list[str], ready_url: str, log_file: Path, *, what: str, timeout: float = 120,
                  env: dict[str, str] | None = None):

@@ -167,12 +167,8 @@ class VllmServer:
         try:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
-        except BaseException:
-            self._remove_sockets()
-            raise
-        try:
             self._wait_healthy()
-        except BaseException:
+        except BaseException:  # stop() removes the sockets' folder even when the process never started
             self.stop()
             raise
         return self
@@ -196,23 +192,23 @@ class VllmServer:
     def stop(self) -> None:
         """Terminate the server's process group (the API server spawns engine and worker processes), wait for every
         member to exit, kill what lingers after 30 s, and remove its sockets' folder."""
-        if self.process is None:
-            self._remove_sockets()
-            return
-        group = self.process.pid  # start_new_session=True: the server leads its own group
+        try:
+            if self.process is not None:
+                self._stop_group(self.process)
+        finally:
+            if self.socket_dir is not None:
+                shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    def _stop_group(self, process: subprocess.Popen) -> None:
+        group = process.pid  # start_new_session=True: the server leads its own group
         _signal_group(group, signal.SIGTERM)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and _group_alive(group):
-            self.process.poll()
+            process.poll()
             time.sleep(0.2)
         if _group_alive(group):
             _signal_group(group, signal.SIGKILL)
-        self.process.wait(timeout=10)
-        self._remove_sockets()
-
-    def _remove_sockets(self) -> None:
-        if self.socket_dir is not None:
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
+        process.wait(timeout=10)
 
     def __exit__(self, *exc) -> None:
         self.stop()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.local_server import log_tail
 from vocadapt.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def job_server(tmp_path_factory):
             problem = _wait_for_jobs(address, head)
             if problem is None:
                 break
-            problems.append(f"attempt {attempt + 1}: {problem}\n{_tail(log_path)}")
+            problems.append(f"attempt {attempt + 1}: {problem}\n{log_tail(log_path)}")
         except BaseException:
             _stop_head(head, temp)
             raise
@@ -85,10 +86,6 @@ def _stop_head(head: subprocess.Popen, temp: Path) -> None:
         time.sleep(2)
     head.wait()
     shutil.rmtree(temp, ignore_errors=True)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def _wait_for_jobs(address: str, head: subprocess.Popen) -> str | None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_server import log_tail
 from tests.mlflow_server import free_port, mlflow_server
 from tests.s3_server import object_keys, s3_server
 from tests.training.lapt_tiny_world import ITALIAN
@@ -63,7 +64,8 @@ class Cluster:
         # processes used (22.75 of 23.54 GB, seen once).
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
                     "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **DRIVER_ENV,
-                    "RAY_memory_monitor_refresh_ms": "0", "PYTHONUNBUFFERED": "1"}  # the head's log read as it is written
+                    "RAY_memory_monitor_refresh_ms": "0",
+                    "PYTHONUNBUFFERED": "1"}  # start_head reads the head's log as it is written
         self.env.pop("RAY_ADDRESS", None)
 
     @property
@@ -95,9 +97,8 @@ class Cluster:
                 if "Ray runtime started" in log_path.read_text(errors="replace"):
                     return
                 time.sleep(0.5)
-            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
             state = f"exited with {process.returncode}" if process.poll() is not None else f"not up after {timeout} s"
-            problems.append(f"attempt {attempt + 1} (port {self.port}): ray start --head {state}\n{tail}")
+            problems.append(f"attempt {attempt + 1} (port {self.port}): ray start --head {state}\n{log_tail(log_path)}")
             self.kill("head")
             self.port = free_port()
         pytest.fail("no Ray head came up:\n" + "\n\n".join(problems))
